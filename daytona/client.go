@@ -1,0 +1,357 @@
+package daytona
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+)
+
+const (
+	// DefaultAPIURL is the Daytona Cloud control plane.
+	DefaultAPIURL = "https://app.daytona.io/api"
+	// DefaultSource is sent as X-Daytona-Source when Config.Source is empty.
+	DefaultSource = "daytona-worker"
+	// DefaultSDKVersion is sent as X-Daytona-SDK-Version when Config.SDKVersion
+	// is empty. Daemons answer SDK versions >= 0.167.0 with session logs split
+	// into stdout/stderr JSON and WebSocket frames that keep the stream markers.
+	DefaultSDKVersion = "0.218.0"
+	// maxJSONBody bounds a decoded success body; sandbox lists are the largest.
+	maxJSONBody = 64 << 20
+)
+
+// Config configures a Client. Only APIKey is required.
+type Config struct {
+	// APIKey is sent as "Authorization: Bearer <APIKey>". It never appears in
+	// errors.
+	APIKey string
+	// APIURL is the control plane base, DefaultAPIURL when empty.
+	APIURL string
+	// Target is the region sent on every create ("us", "eu"), unless the
+	// create parameters name one; empty lets the organization default apply.
+	Target string
+	// OrganizationID is sent as X-Daytona-Organization-ID; only needed when
+	// APIKey is a JWT.
+	OrganizationID string
+	// HTTPClient performs every request, WebSocket handshakes included.
+	// Leave its Timeout at zero: deadlines come from each call's context, and a
+	// client-wide timeout would cut long executions and transfers.
+	HTTPClient *http.Client
+	// Source is sent as X-Daytona-Source (telemetry label).
+	Source string
+	// SDKVersion is sent as X-Daytona-SDK-Version; it must be >= 0.167.0 for
+	// the log formats this package parses.
+	SDKVersion string
+	// UserAgent defaults to "<Source>/<SDKVersion>".
+	UserAgent string
+	// Retry governs retries of idempotent reads; zero fields take the values
+	// of DefaultRetryPolicy().
+	Retry RetryPolicy
+	// Clock drives waits and retry back-off; the real clock when nil.
+	Clock Clock
+	// Rand returns a float in [0,1) for back-off jitter; math/rand/v2 when nil.
+	Rand func() float64
+}
+
+// Clock abstracts time so that waits and retries can be tested without
+// sleeping.
+type Clock interface {
+	Now() time.Time
+	// Sleep pauses for d or until ctx is done, then returns ctx.Err().
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Client talks to the Daytona control plane and, through Toolbox handles, to
+// the toolbox API of each sandbox. It is safe for concurrent use and holds no
+// per-call state.
+type Client struct {
+	apiKey  string
+	apiURL  *url.URL
+	target  string
+	http    *http.Client
+	header  http.Header
+	retry   RetryPolicy
+	clock   Clock
+	randf   func() float64
+	version string
+}
+
+// New builds a Client from cfg.
+func New(cfg Config) (*Client, error) {
+	if strings.TrimSpace(cfg.APIKey) == "" {
+		return nil, errors.New("daytona: Config.APIKey is required")
+	}
+	raw := cfg.APIURL
+	if raw == "" {
+		raw = DefaultAPIURL
+	}
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("daytona: Config.APIURL %q is not an http(s) URL", raw)
+	}
+	c := &Client{
+		apiKey: cfg.APIKey,
+		apiURL: u,
+		target: cfg.Target,
+		http:   cfg.HTTPClient,
+		retry:  cfg.Retry.withDefaults(),
+		clock:  cfg.Clock,
+		randf:  cfg.Rand,
+	}
+	if c.http == nil {
+		c.http = &http.Client{}
+	}
+	if c.clock == nil {
+		c.clock = realClock{}
+	}
+	if c.randf == nil {
+		c.randf = rand.Float64
+	}
+	source := cfg.Source
+	if source == "" {
+		source = DefaultSource
+	}
+	c.version = cfg.SDKVersion
+	if c.version == "" {
+		c.version = DefaultSDKVersion
+	}
+	ua := cfg.UserAgent
+	if ua == "" {
+		ua = source + "/" + c.version
+	}
+	c.header = http.Header{}
+	c.header.Set("Authorization", "Bearer "+cfg.APIKey)
+	c.header.Set("X-Daytona-Source", source)
+	c.header.Set("X-Daytona-SDK-Version", c.version)
+	c.header.Set("User-Agent", ua)
+	if cfg.OrganizationID != "" {
+		c.header.Set("X-Daytona-Organization-ID", cfg.OrganizationID)
+	}
+	return c, nil
+}
+
+func (c *Client) now() time.Time {
+	if c == nil || c.clock == nil {
+		return time.Now()
+	}
+	return c.clock.Now()
+}
+
+// apiEndpoint joins the control-plane base with path segments, escaping each.
+func (c *Client) apiEndpoint(segments ...string) *url.URL {
+	return joinURL(c.apiURL, segments...)
+}
+
+func joinURL(base *url.URL, segments ...string) *url.URL {
+	u := *base
+	u.RawQuery = ""
+	u.Fragment = ""
+	raw := strings.TrimRight(base.EscapedPath(), "/")
+	for _, s := range segments {
+		raw += "/" + url.PathEscape(s)
+	}
+	p, err := url.PathUnescape(raw)
+	if err != nil {
+		p = raw
+	}
+	u.Path = p
+	u.RawPath = raw
+	return &u
+}
+
+// request describes one HTTP exchange. Bodies are either bytes (replayable,
+// so a retry can resend them) or a one-shot stream.
+type request struct {
+	method      string
+	url         *url.URL
+	body        []byte
+	stream      io.Reader
+	contentType string
+	header      http.Header
+}
+
+func newJSONRequest(method string, u *url.URL, in any) (*request, error) {
+	r := &request{method: method, url: u}
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("daytona: encode %s %s body: %w", method, u.EscapedPath(), err)
+		}
+		r.body = b
+		r.contentType = "application/json"
+	}
+	return r, nil
+}
+
+// idempotent requests may be retried after a response or a mid-flight
+// failure. Mutations never are: the server may already have acted.
+func (r *request) idempotent() bool {
+	return r.method == http.MethodGet || r.method == http.MethodHead
+}
+
+func (c *Client) build(ctx context.Context, r *request) (*http.Request, error) {
+	var body io.Reader
+	switch {
+	case r.stream != nil:
+		body = r.stream
+	case r.body != nil:
+		body = bytes.NewReader(r.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, r.url.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("daytona: build %s %s: %w", r.method, sanitizeURL(r.url), err)
+	}
+	for k, v := range c.header {
+		req.Header[k] = slices.Clone(v)
+	}
+	req.Header.Set("Accept", "application/json")
+	if r.contentType != "" {
+		req.Header.Set("Content-Type", r.contentType)
+	}
+	for k, v := range r.header {
+		req.Header[k] = v
+	}
+	return req, nil
+}
+
+// send performs r with the retry policy and returns a 2xx response whose body
+// the caller must close. Any other status becomes an *APIError; transport
+// failures become a *TransportError.
+func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
+	for attempt := 1; ; attempt++ {
+		req, err := c.build(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			terr := c.transportError(ctx, r, err)
+			if ctx.Err() != nil || !c.retryableTransport(r, err) {
+				return nil, terr
+			}
+			if !c.backoff(ctx, attempt, 0) {
+				return nil, terr
+			}
+			continue
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			return resp, nil
+		}
+		apiErr := c.newAPIError(r.method, r.url, resp)
+		drainClose(resp.Body)
+		if !r.idempotent() || r.stream != nil || !retryableStatus(resp.StatusCode) {
+			return nil, apiErr
+		}
+		if !c.backoff(ctx, attempt, apiErr.RetryAfter) {
+			return nil, apiErr
+		}
+	}
+}
+
+func (c *Client) transportError(ctx context.Context, r *request, err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	// When the context ended, its error says more than the transport's.
+	if cerr := ctx.Err(); cerr != nil {
+		err = cerr
+	}
+	return &TransportError{Method: r.method, URL: sanitizeURL(r.url), Err: err}
+}
+
+// retryableTransport: reads retry any connection failure; mutations only
+// retry when the request provably never left (the dial failed).
+func (c *Client) retryableTransport(r *request, err error) bool {
+	if r.stream != nil {
+		return false
+	}
+	if r.idempotent() {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+func retryableStatus(code int) bool {
+	switch code {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// do sends r and decodes a JSON success body into out (when out is non-nil
+// and the body is not empty).
+func (c *Client) do(ctx context.Context, r *request, out any) error {
+	resp, err := c.send(ctx, r)
+	if err != nil {
+		return err
+	}
+	defer drainClose(resp.Body)
+	if out == nil {
+		return nil
+	}
+	return c.decode(r, resp, out)
+}
+
+func (c *Client) decode(r *request, resp *http.Response, out any) error {
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
+	if err != nil {
+		return c.transportError(resp.Request.Context(), r, err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("daytona: %s %s: decode response: %w", r.method, r.url.EscapedPath(), err)
+	}
+	return nil
+}
+
+// drainClose reads a little of what is left so the connection can be reused,
+// then closes the body.
+func drainClose(rc io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, rc, 4<<10)
+	_ = rc.Close()
+}
+
+// getJSON, postJSON ... are the common shapes.
+func (c *Client) getJSON(ctx context.Context, u *url.URL, out any) error {
+	return c.do(ctx, &request{method: http.MethodGet, url: u}, out)
+}
+
+func (c *Client) sendJSON(ctx context.Context, method string, u *url.URL, in, out any) error {
+	r, err := newJSONRequest(method, u, in)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, r, out)
+}

@@ -1,0 +1,174 @@
+package daytona
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Toolbox is a handle on one sandbox's toolbox API (processes, sessions,
+// files, PTYs), reached at <toolboxProxyUrl>/<sandboxId>. It is cheap, holds
+// no connection and is safe for concurrent use.
+type Toolbox struct {
+	c         *Client
+	sandboxID string
+
+	mu   sync.Mutex
+	base *url.URL // resolved toolbox base; nil until known
+}
+
+// Toolbox returns the toolbox handle of sb. When sb carries no
+// ToolboxProxyURL, the first call asks the control plane for it.
+func (c *Client) Toolbox(sb *Sandbox) *Toolbox {
+	return c.ToolboxFor(sb.ID, sb.ToolboxProxyURL)
+}
+
+// ToolboxFor returns a toolbox handle from a sandbox ID and its toolbox proxy
+// URL (as found in Sandbox.ToolboxProxyURL; "" resolves it on first use).
+func (c *Client) ToolboxFor(sandboxID, toolboxProxyURL string) *Toolbox {
+	t := &Toolbox{c: c, sandboxID: sandboxID}
+	if toolboxProxyURL != "" {
+		t.base, _ = toolboxBase(toolboxProxyURL, sandboxID)
+	}
+	return t
+}
+
+// SandboxID returns the sandbox the handle talks to.
+func (t *Toolbox) SandboxID() string { return t.sandboxID }
+
+func toolboxBase(proxyURL, sandboxID string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimRight(proxyURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("daytona: toolbox proxy URL %q is not an http(s) URL", proxyURL)
+	}
+	return joinURL(u, sandboxID), nil
+}
+
+// endpoint resolves the toolbox base (once) and appends path segments.
+func (t *Toolbox) endpoint(ctx context.Context, segments ...string) (*url.URL, error) {
+	if t.sandboxID == "" {
+		return nil, errors.New("daytona: toolbox: empty sandbox ID")
+	}
+	t.mu.Lock()
+	base := t.base
+	t.mu.Unlock()
+	if base == nil {
+		proxy, err := t.c.ToolboxProxyURL(ctx, t.sandboxID)
+		if err != nil {
+			return nil, err
+		}
+		if base, err = toolboxBase(proxy, t.sandboxID); err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		t.base = base
+		t.mu.Unlock()
+	}
+	return joinURL(base, segments...), nil
+}
+
+func (t *Toolbox) get(ctx context.Context, out any, segments ...string) error {
+	u, err := t.endpoint(ctx, segments...)
+	if err != nil {
+		return err
+	}
+	return t.c.getJSON(ctx, u, out)
+}
+
+func (t *Toolbox) send(ctx context.Context, method string, in, out any, segments ...string) error {
+	u, err := t.endpoint(ctx, segments...)
+	if err != nil {
+		return err
+	}
+	return t.c.sendJSON(ctx, method, u, in, out)
+}
+
+// WorkDir returns the sandbox's working directory (the image WORKDIR, or the
+// user's home); relative toolbox paths resolve against it.
+func (t *Toolbox) WorkDir(ctx context.Context) (string, error) {
+	var out struct {
+		Dir string `json:"dir"`
+	}
+	if err := t.get(ctx, &out, "work-dir"); err != nil {
+		return "", err
+	}
+	return out.Dir, nil
+}
+
+// UserHomeDir returns the home directory of the sandbox user.
+func (t *Toolbox) UserHomeDir(ctx context.Context) (string, error) {
+	var out struct {
+		Dir string `json:"dir"`
+	}
+	if err := t.get(ctx, &out, "user-home-dir"); err != nil {
+		return "", err
+	}
+	return out.Dir, nil
+}
+
+// ExecuteRequest runs one shell command (fed to the login shell on stdin, so
+// pipes and multi-line scripts work).
+type ExecuteRequest struct {
+	Command string
+	// Cwd defaults to the work dir.
+	Cwd string
+	Env map[string]string
+	// Timeout kills the command's process group after this long (rounded up
+	// to whole seconds) and fails the call with a 408 matching ErrTimeout.
+	// Zero lets it run until ctx ends.
+	Timeout time.Duration
+}
+
+// ExecuteResponse is the outcome of Execute. Result holds stdout and stderr
+// interleaved. A non-zero exit is not an error.
+type ExecuteResponse struct {
+	ExitCode int
+	Result   string
+}
+
+// execTimeoutSlack pads the HTTP deadline over the server-side timeout, as
+// the official SDKs do, so the server's 408 arrives before the client gives up.
+const execTimeoutSlack = 5 * time.Second
+
+// Execute runs a command with POST /process/execute.
+func (t *Toolbox) Execute(ctx context.Context, req ExecuteRequest) (*ExecuteResponse, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, errors.New("daytona: execute: empty command")
+	}
+	body := struct {
+		Command string            `json:"command"`
+		Cwd     string            `json:"cwd,omitempty"`
+		Envs    map[string]string `json:"envs,omitempty"`
+		Timeout int               `json:"timeout,omitempty"`
+	}{Command: req.Command, Cwd: req.Cwd, Envs: req.Env}
+	if req.Timeout > 0 {
+		body.Timeout = int(math.Ceil(req.Timeout.Seconds()))
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(body.Timeout)*time.Second+execTimeoutSlack)
+		defer cancel()
+	}
+	// Old daemons send "code" instead of "exitCode"; an absent code is 0
+	// (the field is omitted when empty).
+	var out struct {
+		ExitCode *int   `json:"exitCode"`
+		Code     *int   `json:"code"`
+		Result   string `json:"result"`
+	}
+	if err := t.send(ctx, http.MethodPost, body, &out, "process", "execute"); err != nil {
+		return nil, err
+	}
+	resp := &ExecuteResponse{Result: out.Result}
+	switch {
+	case out.ExitCode != nil:
+		resp.ExitCode = *out.ExitCode
+	case out.Code != nil:
+		resp.ExitCode = *out.Code
+	}
+	return resp, nil
+}
