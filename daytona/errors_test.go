@@ -1,0 +1,259 @@
+package daytona
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestAPIErrorMapping(t *testing.T) {
+	t.Parallel()
+	nest := func(status int, msg string) string {
+		return `{"path":"/api/sandbox/x","timestamp":"2025-06-01T10:00:00.000Z","statusCode":` +
+			itoa(status) + `,"error":"` + http.StatusText(status) + `","message":"` + msg + `"}`
+	}
+	tests := []struct {
+		name       string
+		status     int
+		body       string
+		header     map[string]string
+		wantIs     []error
+		wantNot    []error
+		wantMsg    string
+		wantCode   string
+		wantInText []string
+		retryAfter time.Duration
+	}{
+		{name: "nest 404", status: 404, body: nest(404, "Sandbox with ID or name x not found"),
+			wantIs: []error{ErrNotFound}, wantNot: []error{ErrConflict, ErrServer, ErrTimeout},
+			wantMsg: "Sandbox with ID or name x not found", wantInText: []string{"not found (404)"}},
+		{name: "toolbox 404 code", status: 404, body: `{"statusCode":404,"message":"not found: session not found","code":"NOT_FOUND"}`,
+			wantIs: []error{ErrNotFound}, wantMsg: "not found: session not found", wantCode: "NOT_FOUND"},
+		{name: "empty body 404", status: 404, body: "", wantIs: []error{ErrNotFound}, wantMsg: "Not Found"},
+		{name: "409", status: 409, body: nest(409, "Sandbox state change in progress"), wantIs: []error{ErrConflict}},
+		{name: "401", status: 401, body: nest(401, "Invalid credentials"), wantIs: []error{ErrUnauthorized}, wantNot: []error{ErrForbidden}},
+		{name: "403", status: 403, body: nest(403, "Access denied"), wantIs: []error{ErrForbidden}},
+		{name: "400 validation array", status: 400, body: `{"statusCode":400,"message":["cpu must be an integer","memory must be positive"],"error":"Bad Request"}`,
+			wantIs: []error{ErrBadRequest}, wantMsg: "cpu must be an integer, memory must be positive"},
+		{name: "408 execute", status: 408, body: `{"statusCode":408,"message":"request timeout: command execution timeout","code":"REQUEST_TIMEOUT"}`,
+			wantIs: []error{ErrTimeout}, wantNot: []error{context.DeadlineExceeded}, wantInText: []string{"timeout"}, wantCode: "REQUEST_TIMEOUT"},
+		{name: "410", status: 410, body: `{"error":"PTY session is terminated"}`, wantIs: []error{ErrGone}, wantMsg: "PTY session is terminated"},
+		{name: "429 retry-after-name", status: 429, body: `{"statusCode":429,"message":"Rate limit exceeded","error":"Too Many Requests"}`,
+			header: map[string]string{"Retry-After-sandbox-create": "3", "Retry-After": "1"},
+			wantIs: []error{ErrRateLimited}, retryAfter: 3 * time.Second, wantInText: []string{"rate limit"}},
+		{name: "502 bare", status: 502, body: "", wantIs: []error{ErrServer}, wantInText: []string{"network"}},
+		{name: "503", status: 503, body: nest(503, "Temporary authentication service error"), wantIs: []error{ErrServer},
+			wantInText: []string{"service unavailable"}},
+		{name: "504", status: 504, body: "upstream timed out", wantIs: []error{ErrServer, ErrTimeout}, wantMsg: "upstream timed out"},
+		{name: "raw text", status: 500, body: "boom\n", wantIs: []error{ErrServer}, wantMsg: "boom"},
+		{name: "error_code", status: 400, body: `{"error_code":"FILE_NOT_FOUND","message":"gone"}`, wantCode: "FILE_NOT_FOUND",
+			wantIs: []error{ErrNotFound, ErrBadRequest}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, mux, _, _ := setup(t)
+			mux.HandleFunc("GET /sandbox/x", func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range tt.header {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(tt.status)
+				_, _ = w.Write([]byte(tt.body))
+			})
+			c.retry.MaxAttempts = 1
+			_, err := c.Get(t.Context(), "x")
+			var ae *APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("err = %v (%T), want *APIError", err, err)
+			}
+			if ae.StatusCode != tt.status || ae.Method != "GET" || ae.Path != "/api/sandbox/x" {
+				t.Errorf("got status %d method %s path %s", ae.StatusCode, ae.Method, ae.Path)
+			}
+			for _, s := range tt.wantIs {
+				if !errors.Is(err, s) {
+					t.Errorf("errors.Is(err, %v) = false", s)
+				}
+			}
+			for _, s := range tt.wantNot {
+				if errors.Is(err, s) {
+					t.Errorf("errors.Is(err, %v) = true", s)
+				}
+			}
+			if tt.wantMsg != "" && ae.Message != tt.wantMsg {
+				t.Errorf("Message = %q, want %q", ae.Message, tt.wantMsg)
+			}
+			if ae.Code != tt.wantCode {
+				t.Errorf("Code = %q, want %q", ae.Code, tt.wantCode)
+			}
+			if ae.RetryAfter != tt.retryAfter {
+				t.Errorf("RetryAfter = %v, want %v", ae.RetryAfter, tt.retryAfter)
+			}
+			for _, s := range tt.wantInText {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q lacks %q", err, s)
+				}
+			}
+			if strings.Contains(err.Error(), testKey) {
+				t.Errorf("error leaks the API key: %q", err)
+			}
+		})
+	}
+}
+
+func TestErrorBodyBoundedAndKeyRedacted(t *testing.T) {
+	t.Parallel()
+	c, mux, _, _ := setup(t)
+	mux.HandleFunc("GET /sandbox/big", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		// Echo the credentials back inside a huge body.
+		_, _ = w.Write([]byte("auth was " + r.Header.Get("Authorization") + " "))
+		_, _ = w.Write([]byte(strings.Repeat("x", 1<<20)))
+	})
+	c.retry.MaxAttempts = 1
+	_, err := c.Get(t.Context(), "big")
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(ae.Message) > maxErrorBody {
+		t.Errorf("message is %d bytes, want at most %d", len(ae.Message), maxErrorBody)
+	}
+	if strings.Contains(err.Error(), testKey) {
+		t.Error("error leaks the API key")
+	}
+	if !strings.Contains(ae.Message, "Bearer REDACTED") {
+		t.Errorf("message does not show the redaction: %.60q", ae.Message)
+	}
+}
+
+func TestSSHTokenNeverInErrors(t *testing.T) {
+	t.Parallel()
+	c, mux, _, _ := setup(t)
+	mux.HandleFunc("DELETE /sandbox/sb/ssh-access", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("token") != "secret-ssh-token" {
+			t.Errorf("token query = %q", r.URL.Query().Get("token"))
+		}
+		writeJSON(w, 500, map[string]any{"message": "failed"})
+	})
+	err := c.RevokeSSHAccess(t.Context(), "sb", "secret-ssh-token")
+	if err == nil || strings.Contains(err.Error(), "secret-ssh-token") {
+		t.Fatalf("err = %v; want an error without the token", err)
+	}
+	var ae *APIError
+	if !errors.As(err, &ae) || strings.Contains(ae.URL, "secret-ssh-token") || !strings.Contains(ae.URL, "token=REDACTED") {
+		t.Errorf("URL = %q", ae.URL)
+	}
+}
+
+func TestSanitizeURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"https://u:p@h/x?path=/a&token=abc":                "https://h/x?path=%2Fa&token=REDACTED",
+		"wss://h/x?DAYTONA_SANDBOX_AUTH_KEY=k&follow=true": "wss://h/x?DAYTONA_SANDBOX_AUTH_KEY=REDACTED&follow=true",
+		"https://h/x?path=/a":                              "https://h/x?path=/a",
+	} {
+		u := mustParse(t, in)
+		if got := sanitizeURL(u); got != want {
+			t.Errorf("sanitizeURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		h    http.Header
+		want time.Duration
+	}{
+		{http.Header{}, 0},
+		{http.Header{"Retry-After": {"2"}}, 2 * time.Second},
+		{http.Header{"Retry-After": {"0.5"}}, 500 * time.Millisecond},
+		{http.Header{"Retry-After": {now.Add(7 * time.Second).Format(http.TimeFormat)}}, 7 * time.Second},
+		{http.Header{"Retry-After-Sandbox-Lifecycle": {"4"}, "Retry-After": {"1"}}, 4 * time.Second},
+		{http.Header{"Retry-After": {"garbage"}}, 0},
+		{http.Header{"Retry-After": {"-3"}}, 0},
+	}
+	for _, tt := range tests {
+		if got := parseRetryAfter(tt.h, now); got != tt.want {
+			t.Errorf("parseRetryAfter(%v) = %v, want %v", tt.h, got, tt.want)
+		}
+	}
+}
+
+func TestIsTransient(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{&APIError{StatusCode: 429}, true},
+		{&APIError{StatusCode: 503}, true},
+		{&APIError{StatusCode: 404}, false},
+		{&APIError{StatusCode: 500}, false},
+		{&TransportError{Err: errors.New("connection reset by peer")}, true},
+		{&TransportError{Err: context.Canceled}, false},
+		{&StreamError{CloseCode: -1}, true},
+		{&StreamError{CloseCode: 1011}, false},
+		{errors.New("other"), false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		if got := IsTransient(tt.err); got != tt.want {
+			t.Errorf("IsTransient(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+// The host classifies transient failures by words in the message; check the
+// wording of every transient error kind against its regexp.
+func TestTransientWording(t *testing.T) {
+	t.Parallel()
+	transient := []error{
+		&APIError{StatusCode: 429, Path: "/x"},
+		&APIError{StatusCode: 502, Path: "/x"},
+		&APIError{StatusCode: 503, Path: "/x"},
+		&APIError{StatusCode: 504, Path: "/x"},
+		&APIError{StatusCode: 408, Path: "/x"},
+		&TransportError{Method: "GET", URL: "u", Err: context.DeadlineExceeded},
+		&TransportError{Method: "GET", URL: "u", Err: errors.New("read: connection reset by peer")},
+		&TransportError{Method: "GET", URL: "u", Err: errors.New("dial tcp: connection refused")},
+		&WaitTimeoutError{SandboxID: "s", Target: []SandboxState{StateStarted}, Timeout: time.Second},
+		&StreamError{URL: "u", CloseCode: -1, Err: errors.New("EOF")},
+	}
+	for _, err := range transient {
+		if !hostTransient(err.Error()) {
+			t.Errorf("%q would not be classified transient by the host", err)
+		}
+	}
+}
+
+// hostTransient mirrors the host's classifier:
+// /\b(timeout|timed out|rate limit|temporar|network|connection reset|service unavailable)\b/
+func hostTransient(msg string) bool {
+	msg = strings.ToLower(msg)
+	for _, w := range []string{"timeout", "timed out", "rate limit", "temporar", "network", "connection reset", "service unavailable"} {
+		for i := 0; ; {
+			j := strings.Index(msg[i:], w)
+			if j < 0 {
+				break
+			}
+			j += i
+			before := j == 0 || !isWordByte(msg[j-1])
+			end := j + len(w)
+			after := end == len(msg) || !isWordByte(msg[end])
+			if before && after {
+				return true
+			}
+			i = j + 1
+		}
+	}
+	return false
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
