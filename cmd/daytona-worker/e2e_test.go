@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/internal/transcript"
+)
+
+// session is a hand-driven conversation with a running worker.
+type session struct {
+	t     *testing.T
+	p     *workerProc
+	lines chan string
+}
+
+func newSession(t *testing.T, env []string, args ...string) *session {
+	t.Helper()
+	p := startWorker(t, env, args...)
+	s := &session{t: t, p: p, lines: make(chan string, 8192)}
+	go func() {
+		defer close(s.lines)
+		br := bufio.NewReaderSize(p.stdout, 1<<20)
+		for {
+			line, err := br.ReadString('\n')
+			if line != "" {
+				s.lines <- strings.TrimSuffix(line, "\n")
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return s
+}
+
+func (s *session) send(line string) {
+	s.t.Helper()
+	_, err := io.WriteString(s.p.stdin, line+"\n")
+	require.NoError(s.t, err)
+}
+
+func (s *session) recv() map[string]any {
+	s.t.Helper()
+	select {
+	case line, ok := <-s.lines:
+		require.True(s.t, ok, "worker closed stdout")
+		var m map[string]any
+		require.NoError(s.t, json.Unmarshal([]byte(line), &m), "not JSON: %.300s", line)
+		return m
+	case <-time.After(30 * time.Second):
+		s.t.Fatal("timed out waiting for the worker")
+		return nil
+	}
+}
+
+func (s *session) initialize() {
+	s.t.Helper()
+	s.send(`{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"manifest":{},"config":{},"instanceInfo":{"instanceId":"i","hostVersion":"1"},"apiVersion":1}}`)
+	assert.Equal(s.t, "log", s.recv()["method"])
+	assert.Equal(s.t, true, s.recv()["result"].(map[string]any)["ok"])
+}
+
+func TestFiftyMegabyteLines(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, nil)
+	s.initialize()
+	big := strings.Repeat("a", 50<<20)
+	go func() {
+		// A 50 MB request, a 50 MB malformed line, then a small request.
+		_, _ = io.WriteString(s.p.stdin, `{"jsonrpc":"2.0","id":1,"method":"health","params":{"padding":"`+big+`"}}`+"\n")
+		_, _ = io.WriteString(s.p.stdin, `{"jsonrpc":"2.0","id":2,"method":"health","params":{"padding":"`+big+"\n")
+		_, _ = io.WriteString(s.p.stdin, `{"jsonrpc":"2.0","id":3,"method":"health"}`+"\n")
+	}()
+	assert.EqualValues(t, 1, s.recv()["id"])
+	m := s.recv()
+	assert.Nil(t, m["id"])
+	assert.EqualValues(t, -32700, m["error"].(map[string]any)["code"])
+	assert.EqualValues(t, 3, s.recv()["id"])
+}
+
+func TestThousandConcurrentHealthRequests(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, nil)
+	s.initialize()
+	const n = 1000
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if i%2 == 0 {
+			fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"health","params":{}}`+"\n", i)
+		} else {
+			fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":"h-%d","method":"health","params":{}}`+"\n", i)
+		}
+	}
+	go func() { _, _ = io.WriteString(s.p.stdin, b.String()) }()
+	seen := map[string]bool{}
+	inOrder := true
+	for i := 0; i < n; i++ {
+		m := s.recv()
+		require.Equal(t, "ok", m["result"].(map[string]any)["status"])
+		var key string
+		switch id := m["id"].(type) {
+		case float64:
+			key = fmt.Sprintf("%d", int(id))
+			require.Zero(t, int(id)%2, "a number id must answer a number-id request")
+		case string:
+			key = strings.TrimPrefix(id, "h-")
+		}
+		if key != fmt.Sprint(i) {
+			inOrder = false
+		}
+		require.False(t, seen[key], "id %s answered twice", key)
+		seen[key] = true
+	}
+	assert.Len(t, seen, n)
+	t.Logf("replies arrived in request order: %v", inOrder)
+}
+
+func TestInvocationIDIsStampedOnNotifications(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, nil)
+	s.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"manifest":{},"config":{},"instanceInfo":{"instanceId":"i","hostVersion":"1"},"apiVersion":1},"paperclipInvocation":{"id":"inv-42","scope":{"companyId":"c-1"}}}`)
+	log := s.recv()
+	assert.Equal(t, "log", log["method"])
+	assert.Equal(t, "inv-42", log["paperclipInvocationId"])
+	_, hasID := log["id"]
+	assert.False(t, hasID, "a notification carries no id")
+	assert.EqualValues(t, 1, s.recv()["id"])
+}
+
+func TestExitsPromptlyOnEOFAndSignals(t *testing.T) {
+	for _, how := range []string{"eof", "SIGTERM", "SIGINT"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, nil)
+			s.initialize()
+			start := time.Now()
+			switch how {
+			case "eof":
+				require.NoError(t, s.p.stdin.Close())
+			case "SIGTERM":
+				require.NoError(t, s.p.Signal(syscall.SIGTERM))
+			case "SIGINT":
+				require.NoError(t, s.p.Signal(syscall.SIGINT))
+			}
+			code, err := s.p.Wait()
+			require.NoError(t, err)
+			assert.Equal(t, 0, code)
+			// Reported, not asserted tightly: shared machines are noisy.
+			t.Logf("exited %s after %s", how, time.Since(start))
+			assert.Less(t, time.Since(start), 10*time.Second)
+		})
+	}
+}
+
+func TestStdoutCarriesOnlyProtocolAndSecretsStayOutOfLogs(t *testing.T) {
+	t.Parallel()
+	const secret = "dtn_live_0123456789abcdefSECRET"
+	s := newSession(t, []string{"DAYTONA_API_KEY=" + secret}, "--log-level", "debug")
+	s.initialize()
+	s.send(`{"jsonrpc":"2.0","id":2,"method":"environmentValidateConfig","params":{"driverKey":"daytona","config":{"apiKey":"` + secret + `"}}}`)
+	s.recv()
+	s.send(`{"jsonrpc":"2.0","id":3,"method":"health","params":{"apiKey":"` + secret + `"`) // malformed
+	s.recv()
+	s.send(`{"jsonrpc":"2.0","id":4,"method":"shutdown"}`)
+	s.recv()
+	_, err := s.p.Wait()
+	require.NoError(t, err)
+	for line := range s.lines {
+		t.Errorf("unexpected stdout line after shutdown: %s", line)
+	}
+	stderr := s.p.stderr.String()
+	assert.NotContains(t, stderr, secret)
+	assert.NotEmpty(t, stderr, "debug logging writes to stderr")
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		assert.True(t, json.Valid([]byte(line)), "stderr lines are JSON log records: %s", line)
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"--version", "--help", "-h"} {
+		p := startWorker(t, nil, arg)
+		out, err := io.ReadAll(p.stdout)
+		require.NoError(t, err)
+		code, err := p.Wait()
+		require.NoError(t, err)
+		assert.Equal(t, 0, code, arg)
+		if arg == "--version" {
+			assert.Regexp(t, `^daytona-worker \S+\n$`, string(out))
+		} else {
+			assert.Contains(t, string(out), "Usage:")
+		}
+	}
+	p := startWorker(t, nil, "--log-level", "loud")
+	code, err := p.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, p.stderr.String(), "unknown log level")
+}
+
+func TestRecordWritesAReplayableTranscript(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "session.jsonl")
+	s := newSession(t, nil, "--record", path)
+	s.initialize()
+	s.send(`{"jsonrpc":"2.0","id":2,"method":"configChanged","params":{"config":{"apiKey":"dtn_secret_value"}}}`)
+	s.recv()
+	s.send(`oops`)
+	s.recv()
+	s.send(`{"jsonrpc":"2.0","id":3,"method":"shutdown"}`)
+	s.recv()
+	_, err := s.p.Wait()
+	require.NoError(t, err)
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), "dtn_secret_value")
+	assert.Contains(t, string(data), `"<redacted>"`)
+	assert.Contains(t, string(data), `{"host_raw":"oops"}`)
+
+	// The recording replays against a fresh worker.
+	playTranscript(t, path, transcript.Vars{}, nil)
+}

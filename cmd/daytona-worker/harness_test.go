@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/paperclipai/daytona-worker/internal/transcript"
+)
+
+var update = flag.Bool("update", false, "rewrite transcript expectations from what the worker writes")
+
+// workerBin is the daytona-worker binary built once for these tests.
+var workerBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	dir, err := os.MkdirTemp("", "daytona-worker-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	workerBin = filepath.Join(dir, "daytona-worker")
+	args := []string{"build", "-o", workerBin}
+	if raceEnabled {
+		// The binary under test gets the race detector too.
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, ".")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building daytona-worker:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// workerProc is one running daytona-worker.
+type workerProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	stderr *syncBuffer
+
+	waitOnce sync.Once
+	code     int
+	waitErr  error
+}
+
+// startWorker starts the binary with a minimal environment, as the host's
+// worker manager does.
+func startWorker(t testing.TB, env []string, args ...string) *workerProc {
+	t.Helper()
+	cmd := exec.Command(workerBin, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "TZ=UTC"}, env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &workerProc{cmd: cmd, stdin: stdin, stdout: stdout, stderr: &syncBuffer{}}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		_, _ = p.Wait()
+		if t.Failed() {
+			t.Logf("worker stderr:\n%s", p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *workerProc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Wait waits for exit once and returns the exit code (-1 for a signal).
+func (p *workerProc) Wait() (int, error) {
+	p.waitOnce.Do(func() {
+		err := p.cmd.Wait()
+		var exitErr *exec.ExitError
+		switch {
+		case err == nil:
+			p.code = 0
+		case errors.As(err, &exitErr):
+			p.code = exitErr.ExitCode()
+			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.code = -1
+			}
+		default:
+			p.waitErr = err
+		}
+	})
+	return p.code, p.waitErr
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// playTranscript replays a transcript file against a fresh worker and, with
+// -update, rewrites its expectations.
+func playTranscript(t *testing.T, path string, vars transcript.Vars, env []string, args ...string) {
+	t.Helper()
+	steps, err := transcript.ParseFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startWorker(t, env, args...)
+	player := &transcript.Player{Stdin: p.stdin, Stdout: p.stdout, Process: p, Vars: vars, Update: *update}
+	out, err := player.Play(steps)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if *update {
+		if err := transcript.WriteFile(path, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

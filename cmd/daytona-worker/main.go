@@ -1,0 +1,139 @@
+// Command daytona-worker is the Daytona sandbox-provider plugin worker for
+// Paperclip: a JSON-RPC 2.0 peer of the Paperclip host over stdin/stdout, one
+// JSON message per line. Diagnostics go to stderr; stdout carries nothing but
+// protocol lines.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/rpc"
+	"github.com/paperclipai/daytona-worker/worker"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = ""
+
+const usage = `daytona-worker: the Daytona sandbox-provider plugin worker for Paperclip.
+
+The Paperclip host starts it as a child process and speaks JSON-RPC 2.0 over
+its stdin and stdout, one JSON message per line. Logs go to stderr.
+
+Usage:
+  daytona-worker [flags]
+
+Flags:
+  --log-level LEVEL  debug, info, warn, error or disabled (default info;
+                     env DAYTONA_WORKER_LOG_LEVEL)
+  --record FILE      append every protocol line, both directions, to FILE as a
+                     transcript (secrets redacted) for replay as a test
+  --version          print the version and exit
+  --help             print this help and exit
+
+Environment:
+  DAYTONA_API_KEY    API key used when an environment's config has none
+`
+
+func main() {
+	// Keep the real stdout for the protocol and point os.Stdout at stderr, so
+	// a stray print anywhere in the process cannot corrupt the stream.
+	protocolOut := os.Stdout
+	os.Stdout = os.Stderr
+	os.Exit(run(os.Args[1:], os.Stdin, protocolOut, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("daytona-worker", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	logLevel := flags.String("log-level", envOr("DAYTONA_WORKER_LOG_LEVEL", "info"), "")
+	recordPath := flags.String("record", "", "")
+	showVersion := flags.Bool("version", false, "")
+	showHelp := flags.Bool("help", false, "")
+	flags.BoolVar(showHelp, "h", false, "")
+	if err := flags.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "daytona-worker: %v\n\n%s", err, usage)
+		return 2
+	}
+	if *showHelp {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "daytona-worker %s\n", buildVersion())
+		return 0
+	}
+	level, err := zerolog.ParseLevel(strings.ToLower(*logLevel))
+	if err != nil || *logLevel == "" {
+		fmt.Fprintf(stderr, "daytona-worker: unknown log level %q (want debug, info, warn, error or disabled)\n", *logLevel)
+		return 2
+	}
+	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "daytona-worker").Logger()
+
+	opts := rpc.Options{Logger: log}
+	if *recordPath != "" {
+		rec, err := transcript.OpenRecorder(*recordPath)
+		if err != nil {
+			log.Error().Err(err).Msg("cannot open the record file")
+			return 1
+		}
+		defer rec.Close()
+		opts.Tap = func(dir rpc.Direction, line []byte) { rec.Record(dir == rpc.FromHost, line) }
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	conn := rpc.New(stdin, stdout, opts)
+	w := worker.New(conn, worker.Options{Logger: log})
+	log.Debug().Str("version", buildVersion()).Int("pid", os.Getpid()).Msg("serving")
+	err = conn.Serve(ctx, w)
+	switch {
+	case err == nil:
+		log.Debug().Msg("shut down by the host")
+	case errors.Is(err, io.EOF):
+		log.Info().Msg("host closed stdin; exiting")
+		closeWithin(w, 500*time.Millisecond)
+	default:
+		log.Info().Err(err).Msg("stopping on signal")
+		closeWithin(w, 500*time.Millisecond)
+	}
+	return 0
+}
+
+// closeWithin releases what the worker holds, giving up after d: the host is
+// gone or wants us gone, and exiting promptly matters more.
+func closeWithin(w *worker.Worker, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	_ = w.Close(ctx)
+}
+
+func envOr(key, fallback string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return fallback
+}
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
+}

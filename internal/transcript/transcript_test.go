@@ -1,0 +1,104 @@
+package transcript
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMatch(t *testing.T) {
+	t.Parallel()
+	vars := Vars{"URL": StringVar("http://127.0.0.1:9/api"), "N": json.RawMessage(`7`)}
+	tests := []struct {
+		name, expected, actual string
+		wantErr                string
+	}{
+		{"key order and spacing ignored", `{"a":1,"b":[true,null]}`, `{ "b":[true,null], "a":1 }`, ""},
+		{"numbers compare exactly", `{"id":9007199254740993}`, `{"id":9007199254740992}`, "$.id: want 9007199254740993"},
+		{"equal numbers in other forms", `{"n":1}`, `{"n":1.0}`, ""},
+		{"missing key", `{"a":1,"b":2}`, `{"a":1}`, `missing key "b"`},
+		{"unexpected key", `{"a":1}`, `{"a":1,"b":2}`, `unexpected key "b"`},
+		{"any", `{"a":"<any>"}`, `{"a":{"deep":[1]}}`, ""},
+		{"uuid", `{"a":"<uuid>"}`, `{"a":"0b0e8d43-7c2c-4a6e-9d3b-4a8e2f1c0d9e"}`, ""},
+		{"not a uuid", `{"a":"<uuid>"}`, `{"a":"nope"}`, "want <uuid>"},
+		{"inline uuid", `{"a":"paperclip-create-<uuid>"}`, `{"a":"paperclip-create-0b0e8d43-7c2c-4a6e-9d3b-4a8e2f1c0d9e"}`, ""},
+		{"inline text is literal", `{"a":"x.<uuid>"}`, `{"a":"xy0b0e8d43-7c2c-4a6e-9d3b-4a8e2f1c0d9e"}`, "want"},
+		{"number placeholder", `{"d":"<number>"}`, `{"d":12.5}`, ""},
+		{"int placeholder rejects fractions", `{"d":"<int>"}`, `{"d":12.5}`, "want <int>"},
+		{"iso8601", `{"t":"<iso8601>"}`, `{"t":"2026-11-29T10:00:00.123Z"}`, ""},
+		{"regexp", `{"m":"<re:Command timed out after [0-9]+ s\\.>"}`, `{"m":"Command timed out after 3 s."}`, ""},
+		{"variables", `{"u":"${URL}","n":"${N}","s":"at ${URL}/x"}`, `{"u":"http://127.0.0.1:9/api","n":7,"s":"at http://127.0.0.1:9/api/x"}`, ""},
+		{"array length", `[1,2]`, `[1,2,3]`, "want 2 elements"},
+		{"null vs missing", `{"a":null}`, `{}`, `missing key "a"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Match([]byte(tt.expected), []byte(tt.actual), vars)
+			if tt.wantErr == "" {
+				assert.NoError(t, err)
+			} else {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCaptureFeedsLaterSubstitution(t *testing.T) {
+	t.Parallel()
+	captured, err := Match([]byte(`{"result":{"providerLeaseId":"<capture:LEASE>"}}`), []byte(`{"result":{"providerLeaseId":"sbx-1"}}`), Vars{})
+	require.NoError(t, err)
+	out, err := Substitute([]byte(`{"params":{"providerLeaseId":"${LEASE}","note":"lease ${LEASE}"}}`), captured)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"params":{"providerLeaseId":"sbx-1","note":"lease sbx-1"}}`, string(out))
+	_, err = Substitute([]byte(`"${NOPE}"`), captured)
+	assert.ErrorContains(t, err, "NOPE")
+}
+
+func TestGeneralizeKeepsPlaceholdersAndHidesVolatileValues(t *testing.T) {
+	t.Parallel()
+	vars := Vars{"DAYTONA_API_URL": StringVar("http://127.0.0.1:4242/api")}
+	actual := `{"jsonrpc":"2.0","id":3,"result":{"sandboxId":"0b0e8d43-7c2c-4a6e-9d3b-4a8e2f1c0d9e","name":"paperclip-create-0b0e8d43-7c2c-4a6e-9d3b-4a8e2f1c0d9e","at":"2026-11-29T10:00:00Z","url":"http://127.0.0.1:4242/api","metadata":{"durationMs":41,"exitCode":0},"token":"abc"}}`
+	old := `{"jsonrpc":"2.0","id":3,"result":{"token":"<string>"}}`
+	g, err := Generalize([]byte(actual), []byte(old), vars)
+	require.NoError(t, err)
+	assert.Equal(t, `{"jsonrpc":"2.0","id":3,"result":{"at":"<iso8601>","metadata":{"durationMs":"<number>","exitCode":0},"name":"paperclip-create-<uuid>","sandboxId":"<uuid>","token":"<string>","url":"${DAYTONA_API_URL}"}}`, string(g))
+	_, err = Match(g, []byte(actual), vars)
+	assert.NoError(t, err, "a generalized expectation matches what it came from")
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	in := map[string]any{
+		"params": map[string]any{
+			"config":        map[string]any{"apiKey": "k", "image": "img"},
+			"secretHeaders": []any{map[string]any{"name": "X-Daytona-Preview-Token", "value": "v"}},
+			"token":         "t",
+			"count":         3,
+		},
+	}
+	out, err := EncodeOrdered(Redact(in))
+	require.NoError(t, err)
+	assert.Equal(t, `{"params":{"config":{"apiKey":"<redacted>","image":"img"},"count":3,"secretHeaders":[{"name":"X-Daytona-Preview-Token","value":"<redacted>"}],"token":"<redacted>"}}`, string(out))
+}
+
+func TestParseAndWriteRoundTrip(t *testing.T) {
+	t.Parallel()
+	src := "# comment\n\n{\"host\":{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"health\"}}\n{\"worker\":{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":null}}\n{\"exit\":0}\n"
+	steps, err := Parse(strings.NewReader(src))
+	require.NoError(t, err)
+	require.Len(t, steps, 5)
+	var buf bytes.Buffer
+	require.NoError(t, Write(&buf, steps))
+	assert.Equal(t, src, buf.String())
+
+	_, err = Parse(strings.NewReader(`{"host":{},"worker":{}}`))
+	assert.ErrorContains(t, err, "exactly one")
+	_, err = Parse(strings.NewReader(`{"hots":{}}`))
+	assert.ErrorContains(t, err, "line 1")
+}

@@ -1,0 +1,352 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+// Request is one host→worker request as handed to a Handler.
+type Request struct {
+	// ID is the request id exactly as the host sent it.
+	ID json.RawMessage
+	// Method is the method name.
+	Method string
+	// Params is the raw params member; nil when the host sent none.
+	Params json.RawMessage
+	// Invocation is the request's paperclipInvocation, if any. It is also
+	// in the handler's context (see InvocationFrom).
+	Invocation *protocol.Invocation
+}
+
+// Handler serves requests. It is called concurrently, once per request, on a
+// goroutine owned by the Conn. A nil result is sent as "result":null; an
+// error becomes a JSON-RPC error via protocol.ToError.
+type Handler interface {
+	Handle(ctx context.Context, req *Request) (any, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *Request) (any, error)
+
+// Handle implements Handler.
+func (f HandlerFunc) Handle(ctx context.Context, req *Request) (any, error) { return f(ctx, req) }
+
+// Options configure a Conn. The zero value is usable.
+type Options struct {
+	// Logger receives the transport's own diagnostics (never params).
+	Logger zerolog.Logger
+	// Tap, if set, sees every protocol line in both directions (for
+	// --record). It is called synchronously; keep it quick.
+	Tap func(dir Direction, line []byte)
+	// ShutdownMethod is the request that ends serving once answered.
+	// Default "shutdown".
+	ShutdownMethod string
+	// ShutdownGrace is how long shutdown lets in-flight handlers finish
+	// before cancelling their contexts. Default 2s.
+	ShutdownGrace time.Duration
+	// CancelWait is how long handlers get to return after their contexts
+	// are cancelled (at shutdown, end of input or Serve's context ending).
+	// Default 500ms.
+	CancelWait time.Duration
+	// CallTimeout bounds worker→host calls. Default 30s, as in the SDK.
+	CallTimeout time.Duration
+}
+
+func (o *Options) setDefaults() {
+	if o.ShutdownMethod == "" {
+		o.ShutdownMethod = protocol.MethodShutdown
+	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 2 * time.Second
+	}
+	if o.CancelWait == 0 {
+		o.CancelWait = 500 * time.Millisecond
+	}
+	if o.CallTimeout == 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+}
+
+// ErrShuttingDown is returned by Call once the Conn stops serving.
+var ErrShuttingDown = errors.New("worker RPC host is shutting down")
+
+// maxCallID mirrors the SDK's wrap-around (Number.MAX_SAFE_INTEGER - 1).
+const maxCallID = 1<<53 - 2
+
+// Conn is the worker end of the protocol. Create it with New, hand it to the
+// code that needs to notify or call the host, then Serve.
+type Conn struct {
+	opts   Options
+	log    zerolog.Logger
+	out    *writer
+	stream *stream
+
+	jconn  atomic.Pointer[jsonrpc2.Conn]
+	callID atomic.Uint64
+
+	handler  Handler
+	base     context.Context
+	cancel   context.CancelFunc
+	inflight sync.WaitGroup
+	stopping sync.WaitGroup // the shutdown goroutine, which waits on inflight
+
+	mu       sync.Mutex
+	closing  bool
+	stopped  chan struct{} // closed once the shutdown reply is written
+	stopOnce sync.Once
+}
+
+// New creates a Conn reading requests from in and writing to out. If in is
+// an io.Closer it is closed when serving ends.
+func New(in io.Reader, out io.Writer, opts Options) *Conn {
+	opts.setDefaults()
+	c := &Conn{opts: opts, log: opts.Logger, stopped: make(chan struct{})}
+	var tapOut func([]byte)
+	if opts.Tap != nil {
+		tapOut = func(line []byte) { opts.Tap(FromWorker, line) }
+	}
+	c.out = newWriter(out, tapOut)
+	c.stream = newStream(in, c.out, c.log, opts.Tap)
+	return c
+}
+
+// Serve answers requests with h until the shutdown request has been
+// answered (nil), the input ends (io.EOF), or ctx ends (its error). In every
+// case in-flight handlers are given a bounded time to finish first. Serve
+// may be called once.
+func (c *Conn) Serve(ctx context.Context, h Handler) error {
+	c.handler = h
+	c.base, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	defer c.cancel()
+	jc := jsonrpc2.NewConn(c.base, c.stream, libraryHandler{c},
+		jsonrpc2.SetLogger(libraryLogger{c.log}))
+	c.jconn.Store(jc)
+
+	var result error
+	select {
+	case <-c.stopped:
+	case <-jc.DisconnectNotify():
+		result = io.EOF
+		c.log.Debug().Msg("input ended")
+	case <-ctx.Done():
+		result = ctx.Err()
+	}
+	if result != nil {
+		c.beginClosing()
+		c.cancel()
+		c.waitInflight(c.opts.CancelWait)
+	}
+	// A shutdown request that raced the end of input finishes first (it is
+	// bounded by its own grace and cancel waits), so nothing outlives Serve.
+	c.stopping.Wait()
+	_ = jc.Close()
+	return result
+}
+
+// dispatch is the library's handler; it runs on the read goroutine, so it
+// only registers the request and starts its goroutine.
+func (c *Conn) dispatch(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request) {
+	m := c.stream.take(r.ID)
+	if m == nil {
+		c.log.Error().Str("id", r.ID.String()).Msg("internal: request vanished before dispatch")
+		return
+	}
+	req := &Request{ID: m.id, Method: m.method, Params: m.params, Invocation: m.invocation}
+
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		c.replyError(req, &protocol.Error{Code: protocol.CodeWorkerUnavailable, Message: "Worker RPC host is shutting down"})
+		return
+	}
+	if req.Method == c.opts.ShutdownMethod {
+		c.closing = true
+		c.stopping.Add(1)
+		c.mu.Unlock()
+		go func() {
+			defer c.stopping.Done()
+			c.shutdown(req)
+		}()
+		return
+	}
+	// Add under mu: once closing is set no handler may join the group.
+	c.inflight.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.inflight.Done()
+		c.serveOne(req)
+	}()
+}
+
+func (c *Conn) serveOne(req *Request) {
+	ctx := WithInvocation(c.base, req.Invocation)
+	start := time.Now()
+	result, err := c.invoke(ctx, req)
+	if err != nil {
+		c.replyError(req, err)
+	} else if werr := c.out.response(req.ID, result); werr != nil {
+		c.log.Error().Err(werr).Str("method", req.Method).Msg("cannot write reply")
+	}
+	ev := c.log.Debug().Str("method", req.Method).RawJSON("id", req.ID).Dur("took", time.Since(start))
+	if req.Invocation != nil {
+		ev = ev.Str("invocation", req.Invocation.ID)
+	}
+	if err != nil {
+		ev = ev.Int("code", protocol.ToError(err).Code)
+	}
+	ev.Msg("served")
+}
+
+// invoke calls the handler, turning a panic into a worker error so one bad
+// request cannot take the worker down.
+func (c *Conn) invoke(ctx context.Context, req *Request) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error().Str("method", req.Method).Str("panic", fmt.Sprint(p)).
+				Str("stack", string(debug.Stack())).Msg("handler panicked")
+			err = &protocol.Error{Code: protocol.CodeWorkerError,
+				Message: fmt.Sprintf("internal error while handling %s: %v", req.Method, p)}
+			_ = c.Notify(ctx, protocol.NotifyLog, protocol.Log{Level: protocol.LogError,
+				Message: fmt.Sprintf("Uncaught exception: internal error while handling %s: %v", req.Method, p)})
+		}
+	}()
+	return c.handler.Handle(ctx, req)
+}
+
+func (c *Conn) replyError(req *Request, err error) {
+	e := protocol.ToError(err)
+	if werr := c.out.errorResponse(req.ID, &errorObject{code: e.Code, message: e.Message, data: e.Data}); werr != nil {
+		c.log.Error().Err(werr).Str("method", req.Method).Msg("cannot write error reply")
+	}
+}
+
+// shutdown runs the shutdown request: the handler's cleanup first (it closes
+// terminals and channels, which also unblocks handlers waiting on them), then
+// a bounded drain of in-flight requests, then the reply.
+func (c *Conn) shutdown(req *Request) {
+	ctx := WithInvocation(c.base, req.Invocation)
+	result, err := c.invoke(ctx, req)
+	if !c.waitInflight(c.opts.ShutdownGrace) {
+		c.log.Warn().Msg("in-flight requests still running at shutdown; cancelling them")
+		c.cancel()
+		c.waitInflight(c.opts.CancelWait)
+	}
+	if err != nil {
+		c.replyError(req, err)
+	} else if werr := c.out.response(req.ID, result); werr != nil {
+		c.log.Error().Err(werr).Msg("cannot write shutdown reply")
+	}
+	c.stopOnce.Do(func() { close(c.stopped) })
+}
+
+func (c *Conn) beginClosing() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+}
+
+// waitInflight waits up to d for every handler to return and reports
+// whether they all did. The waiting goroutine ends when the group empties;
+// handlers are bounded by their cancelled contexts, so it cannot linger.
+func (c *Conn) waitInflight(d time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		c.inflight.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// Notify sends a notification to the host. When ctx carries an invocation,
+// the notification carries its id as paperclipInvocationId.
+func (c *Conn) Notify(ctx context.Context, method string, params any) error {
+	var invocationID string
+	if inv := InvocationFrom(ctx); inv != nil {
+		invocationID = inv.ID
+	}
+	if err := c.out.notification(method, params, invocationID); err != nil {
+		return fmt.Errorf("notify %s: %w", method, err)
+	}
+	return nil
+}
+
+// Call makes a worker→host request and decodes its result into result (which
+// may be nil). Calls use their own id counter, carry the invocation id from
+// ctx, and time out after Options.CallTimeout with a -32003 error.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	jc := c.jconn.Load()
+	if jc == nil {
+		return fmt.Errorf("call %s: %w", method, ErrShuttingDown)
+	}
+	id := c.callID.Add(1)
+	if id >= maxCallID {
+		// Wrap like the SDK; ids this far apart cannot both be pending.
+		c.callID.Store(1)
+		id = 1
+	}
+	opts := []jsonrpc2.CallOption{jsonrpc2.PickID(jsonrpc2.ID{Num: id})}
+	if inv := InvocationFrom(ctx); inv != nil {
+		opts = append(opts, jsonrpc2.ExtraField("paperclipInvocationId", inv.ID))
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
+	defer cancel()
+	waiter, err := jc.DispatchCall(ctx, method, params, opts...)
+	if err == nil {
+		err = waiter.Wait(ctx, result)
+	}
+	return c.callError(ctx, method, err)
+}
+
+func (c *Conn) callError(ctx context.Context, method string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var je *jsonrpc2.Error
+	switch {
+	case errors.As(err, &je):
+		e := &protocol.Error{Code: int(je.Code), Message: je.Message}
+		if je.Data != nil {
+			e.Data = *je.Data
+		}
+		return e
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return protocol.Errorf(protocol.CodeTimeout, "Worker→host call %q timed out after %dms",
+			method, c.opts.CallTimeout.Milliseconds())
+	case errors.Is(err, jsonrpc2.ErrClosed):
+		return &protocol.Error{Code: protocol.CodeWorkerUnavailable, Message: "Worker RPC host is shutting down"}
+	}
+	return fmt.Errorf("call %s: %w", method, err)
+}
+
+// libraryHandler adapts Conn.dispatch to jsonrpc2.Handler.
+type libraryHandler struct{ c *Conn }
+
+func (h libraryHandler) Handle(ctx context.Context, jc *jsonrpc2.Conn, r *jsonrpc2.Request) {
+	h.c.dispatch(ctx, jc, r)
+}
+
+// libraryLogger routes jsonrpc2's own messages to the debug log.
+type libraryLogger struct{ log zerolog.Logger }
+
+func (l libraryLogger) Printf(format string, v ...any) {
+	l.log.Debug().Msgf("jsonrpc2: "+format, v...)
+}

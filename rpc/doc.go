@@ -1,0 +1,27 @@
+// Package rpc is the worker's JSON-RPC 2.0 transport: newline-delimited JSON
+// on stdin/stdout, built on github.com/sourcegraph/jsonrpc2.
+//
+// The library's Conn runs the read loop, dispatches requests and keeps the
+// table of pending worker→host calls. Everything the library gets wrong for a
+// Paperclip worker is done here instead:
+//
+//   - Framing: our own line stream, with no line-size limit short of memory.
+//     The stock stream closes the connection on the first malformed line; ours
+//     answers it with a -32700 error (id null) and keeps reading.
+//   - Classification: messages are classified exactly as the Paperclip SDK's
+//     type guards do (response, then request, then notification), with the
+//     same parse errors for a non-object or a wrong "jsonrpc" member.
+//   - Ids: the library only knows unsigned integer and string ids. Each
+//     incoming request id is kept as raw JSON and the library sees a private
+//     sequence number, so the reply echoes the id with its exact JSON type.
+//   - Output: replies and notifications are written by this package, in the
+//     Node worker's key order, with "result":null for void results, never an
+//     id on a notification, one message per write so lines never interleave,
+//     and streamed encoding for large results.
+//   - Concurrency: every request runs in its own goroutine, owned by the Conn;
+//     panics are recovered and answered as -32002; shutdown stops admission,
+//     waits (bounded) for in-flight handlers, then replies.
+//   - Invocations: the request's paperclipInvocation travels in the handler's
+//     context, and every notification or call made with that context carries
+//     "paperclipInvocationId".
+package rpc

@@ -1,0 +1,201 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+	"sync"
+)
+
+// JSONStreamer is implemented by results too large to marshal into one
+// buffer first (a command's full output, for example). WriteJSON must write
+// exactly one JSON value and no newline.
+type JSONStreamer interface {
+	WriteJSON(w io.Writer) error
+}
+
+// writer serialises every outgoing message: one message at a time, each
+// flushed whole before the next starts, so lines never interleave.
+type writer struct {
+	mu     sync.Mutex
+	bw     *bufio.Writer
+	record func(line []byte) // optional; called with each complete line
+	recBuf bytes.Buffer
+	broken error // first write error; later writes fail fast
+}
+
+const writeBufferSize = 64 << 10
+
+func newWriter(w io.Writer, record func([]byte)) *writer {
+	return &writer{bw: bufio.NewWriterSize(w, writeBufferSize), record: record}
+}
+
+// message writes one line built by build. build receives the destination and
+// must write the message without its terminating newline.
+func (w *writer) message(build func(out io.Writer) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.broken != nil {
+		return w.broken
+	}
+	var out io.Writer = w.bw
+	if w.record != nil {
+		w.recBuf.Reset()
+		out = io.MultiWriter(w.bw, &w.recBuf)
+	}
+	err := build(out)
+	if err == nil && w.record != nil {
+		// Record before the newline goes out, so the recording can never
+		// show the host's next line ahead of the line it answered.
+		w.record(w.recBuf.Bytes())
+	}
+	if err == nil {
+		_, err = w.bw.Write([]byte{'\n'})
+	}
+	if err == nil {
+		err = w.bw.Flush()
+	}
+	if err != nil {
+		// A half-written line cannot be taken back; the stream is unusable
+		// from here on, and the host will see the worker as broken.
+		w.broken = err
+		return err
+	}
+	return nil
+}
+
+// writeValue writes v as JSON without HTML escaping (as JSON.stringify does).
+func writeValue(out io.Writer, v any) error {
+	switch v := v.(type) {
+	case nil:
+		_, err := io.WriteString(out, "null")
+		return err
+	case json.RawMessage:
+		if len(v) == 0 {
+			_, err := io.WriteString(out, "null")
+			return err
+		}
+		_, err := out.Write(v)
+		return err
+	case JSONStreamer:
+		return v.WriteJSON(out)
+	}
+	enc := json.NewEncoder(dropNewline{out})
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// dropNewline removes the newline json.Encoder appends to every value.
+type dropNewline struct{ w io.Writer }
+
+func (d dropNewline) Write(b []byte) (int, error) {
+	n := len(b)
+	if n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	_, err := d.w.Write(b)
+	return n, err
+}
+
+func writeString(out io.Writer, s string) error {
+	return writeValue(out, s)
+}
+
+// response writes {"jsonrpc":"2.0","id":…,"result":…}.
+func (w *writer) response(id json.RawMessage, result any) error {
+	return w.message(func(out io.Writer) error {
+		if _, err := io.WriteString(out, `{"jsonrpc":"2.0","id":`); err != nil {
+			return err
+		}
+		if err := writeValue(out, idOrNull(id)); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(out, `,"result":`); err != nil {
+			return err
+		}
+		if err := writeValue(out, result); err != nil {
+			return err
+		}
+		_, err := io.WriteString(out, "}")
+		return err
+	})
+}
+
+// errorResponse writes {"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…[,"data":…]}}.
+func (w *writer) errorResponse(id json.RawMessage, e *errorObject) error {
+	return w.message(func(out io.Writer) error {
+		if _, err := io.WriteString(out, `{"jsonrpc":"2.0","id":`); err != nil {
+			return err
+		}
+		if err := writeValue(out, idOrNull(id)); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(out, `,"error":{"code":`+strconv.Itoa(e.code)+`,"message":`); err != nil {
+			return err
+		}
+		if err := writeString(out, e.message); err != nil {
+			return err
+		}
+		if len(e.data) > 0 {
+			if _, err := io.WriteString(out, `,"data":`); err != nil {
+				return err
+			}
+			if err := writeValue(out, e.data); err != nil {
+				return err
+			}
+		}
+		_, err := io.WriteString(out, "}}")
+		return err
+	})
+}
+
+// notification writes {"jsonrpc":"2.0","method":…,"params":…[,"paperclipInvocationId":…]}.
+func (w *writer) notification(method string, params any, invocationID string) error {
+	return w.message(func(out io.Writer) error {
+		if _, err := io.WriteString(out, `{"jsonrpc":"2.0","method":`); err != nil {
+			return err
+		}
+		if err := writeString(out, method); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(out, `,"params":`); err != nil {
+			return err
+		}
+		if err := writeValue(out, params); err != nil {
+			return err
+		}
+		if invocationID != "" {
+			if _, err := io.WriteString(out, `,"paperclipInvocationId":`); err != nil {
+				return err
+			}
+			if err := writeString(out, invocationID); err != nil {
+				return err
+			}
+		}
+		_, err := io.WriteString(out, "}")
+		return err
+	})
+}
+
+// raw writes an already-encoded message (the library's outgoing requests).
+func (w *writer) raw(line []byte) error {
+	return w.message(func(out io.Writer) error {
+		_, err := out.Write(line)
+		return err
+	})
+}
+
+type errorObject struct {
+	code    int
+	message string
+	data    json.RawMessage
+}
+
+func idOrNull(id json.RawMessage) json.RawMessage {
+	if len(id) == 0 {
+		return json.RawMessage("null")
+	}
+	return id
+}

@@ -1,0 +1,158 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
+)
+
+// Messages the official runtime and the Daytona plugin use verbatim.
+const (
+	readyMessage   = "Daytona sandbox provider plugin ready"
+	healthyMessage = "Daytona sandbox provider plugin healthy"
+)
+
+// Options configure a Worker.
+type Options struct {
+	// Logger receives diagnostics on stderr; it never sees params.
+	Logger zerolog.Logger
+}
+
+// Worker serves the plugin's methods. Create it with New; it is safe for
+// concurrent use.
+type Worker struct {
+	host Host
+	log  zerolog.Logger
+
+	mu          sync.Mutex
+	initialized bool
+	config      configState
+}
+
+// configState mirrors the SDK's single-tenant configChanged guard.
+type configState struct {
+	current   json.RawMessage
+	companyID *string
+}
+
+// New returns a Worker that talks to the host through host.
+func New(host Host, opts Options) *Worker {
+	return &Worker{host: host, log: opts.Logger}
+}
+
+// Handle implements rpc.Handler: it routes one request to its method.
+func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
+	switch req.Method {
+	case protocol.MethodInitialize:
+		return w.initialize(ctx, req.Params)
+	case protocol.MethodHealth:
+		return protocol.HealthResult{Status: "ok", Message: healthyMessage}, nil
+	case protocol.MethodShutdown:
+		return nil, w.Close(ctx)
+	case protocol.MethodConfigChanged:
+		return nil, w.configChanged(req.Params)
+	case protocol.MethodOnEvent:
+		// The Daytona plugin subscribes to no events.
+		return nil, nil
+	case protocol.MethodRunJob:
+		var p struct {
+			Job struct {
+				JobKey string `json:"jobKey"`
+			} `json:"job"`
+		}
+		_ = json.Unmarshal(req.Params, &p)
+		return nil, fmt.Errorf("No handler registered for job %q", p.Job.JobKey)
+	case protocol.MethodGetData, protocol.MethodPerformAction:
+		var p struct {
+			Key string `json:"key"`
+		}
+		_ = json.Unmarshal(req.Params, &p)
+		kind := "data"
+		if req.Method == protocol.MethodPerformAction {
+			kind = "action"
+		}
+		return nil, fmt.Errorf("No %s handler registered for key %q", kind, p.Key)
+	case protocol.MethodExecuteTool:
+		var p struct {
+			ToolName string `json:"toolName"`
+		}
+		_ = json.Unmarshal(req.Params, &p)
+		return nil, fmt.Errorf("No tool handler registered for %q", p.ToolName)
+	case protocol.MethodValidateConfig,
+		protocol.MethodHandleWebhook,
+		protocol.MethodHandleAPIRequest,
+		protocol.MethodDetectExternalObjects,
+		protocol.MethodRouteAIConnection,
+		protocol.MethodResolveExternalObject,
+		protocol.MethodRefreshExternalObjects:
+		return nil, protocol.NotImplemented(req.Method)
+	}
+	if h, ok := w.driverMethods()[req.Method]; ok {
+		return h(ctx, req.Params)
+	}
+	if isListed(req.Method) {
+		// Advertised, not built yet: the runtime's answer for a missing hook.
+		return nil, protocol.NotImplemented(req.Method)
+	}
+	return nil, protocol.MethodNotFound(req.Method)
+}
+
+// Close ends everything the worker holds open (terminals, channels, caches).
+// It is the shutdown hook and is also called when the host goes away.
+func (w *Worker) Close(ctx context.Context) error {
+	return nil
+}
+
+type methodFunc func(ctx context.Context, params json.RawMessage) (any, error)
+
+// driverMethods lists the environment, login-PTY and duplex methods that are
+// implemented; the rest of the advertised list answers -32004.
+func (w *Worker) driverMethods() map[string]methodFunc {
+	return map[string]methodFunc{}
+}
+
+func isListed(method string) bool {
+	for _, m := range protocol.SupportedMethods() {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *Worker) initialize(ctx context.Context, raw json.RawMessage) (any, error) {
+	var params protocol.InitializeParams
+	if err := decodeParams(protocol.MethodInitialize, raw, &params); err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	if w.initialized {
+		w.mu.Unlock()
+		return nil, errors.New("Worker already initialized")
+	}
+	w.initialized = true
+	w.mu.Unlock()
+	// The plugin's setup hook logs once, before the reply.
+	if err := w.host.Notify(ctx, protocol.NotifyLog, protocol.Log{Level: protocol.LogInfo, Message: readyMessage}); err != nil {
+		w.log.Warn().Err(err).Msg("cannot send the ready log")
+	}
+	return protocol.InitializeResult{OK: true, SupportedMethods: protocol.SupportedMethods()}, nil
+}
+
+// decodeParams decodes params into v, treating absent or null params as {}.
+func decodeParams(method string, raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return protocol.InvalidParams(method, describeDecodeError(err))
+	}
+	return nil
+}
