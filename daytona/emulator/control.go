@@ -1,0 +1,166 @@
+package emulator
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"time"
+)
+
+// ErrNotFound is returned by the state-manipulation methods for an unknown
+// (or already deleted) sandbox.
+var ErrNotFound = errors.New("emulator: sandbox not found")
+
+// SandboxView is a snapshot of one sandbox for assertions and leak checks.
+type SandboxView struct {
+	ID                  string            `json:"id"`
+	Name                string            `json:"name"`
+	State               string            `json:"state"` // as the API reports it (derived)
+	StoredState         string            `json:"storedState"`
+	DesiredState        string            `json:"desiredState"`
+	ErrorReason         string            `json:"errorReason,omitempty"`
+	Recoverable         bool              `json:"recoverable"`
+	Labels              map[string]string `json:"labels"`
+	Snapshot            string            `json:"snapshot"`
+	AutoStopInterval    int               `json:"autoStopInterval"`
+	AutoArchiveInterval int               `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	AutoDestroyAt       *time.Time        `json:"autoDestroyAt,omitempty"`
+	LastActivityAt      time.Time         `json:"lastActivityAt"`
+	Dir                 string            `json:"dir"`     // the sandbox's root folder
+	HomeDir             string            `json:"homeDir"` // also the work dir
+	Processes           int               `json:"processes"` // live processes (exec shells, session shells, PTYs)
+	Sessions            int               `json:"sessions"`
+	PTYs                int               `json:"ptys"`
+}
+
+func (s *Server) viewLocked(sb *sandbox) SandboxView {
+	v := SandboxView{
+		ID: sb.id, Name: sb.name, State: sb.reportedState(), StoredState: sb.state, DesiredState: sb.desired,
+		Recoverable: sb.recoverable, Labels: maps.Clone(sb.labels), Snapshot: sb.snapshotName,
+		AutoStopInterval: sb.autoStop, AutoArchiveInterval: sb.autoArchive, AutoDeleteInterval: sb.autoDelete,
+		LastActivityAt: sb.lastActivityAt, Dir: sb.dir, HomeDir: sb.home,
+		Processes: len(sb.procs), Sessions: len(sb.sessions), PTYs: len(sb.ptys),
+	}
+	if v.Labels == nil {
+		v.Labels = map[string]string{}
+	}
+	if sb.errorReason != nil {
+		v.ErrorReason = *sb.errorReason
+	}
+	if sb.autoDestroyAt != nil {
+		t := *sb.autoDestroyAt
+		v.AutoDestroyAt = &t
+	}
+	return v
+}
+
+// Sandboxes lists every sandbox that still exists (destroying ones included),
+// ordered by creation.
+func (s *Server) Sandboxes() []SandboxView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list := make([]*sandbox, 0, len(s.sandboxes))
+	for _, sb := range s.sandboxes {
+		list = append(list, sb)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if !list[i].createdAt.Equal(list[j].createdAt) {
+			return list[i].createdAt.Before(list[j].createdAt)
+		}
+		return list[i].id < list[j].id
+	})
+	out := make([]SandboxView, 0, len(list))
+	for _, sb := range list {
+		out = append(out, s.viewLocked(sb))
+	}
+	return out
+}
+
+// Sandbox returns one sandbox by ID or name.
+func (s *Server) Sandbox(idOrName string) (SandboxView, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.findLocked(idOrName)
+	if sb == nil {
+		return SandboxView{}, false
+	}
+	return s.viewLocked(sb), true
+}
+
+// LiveProcesses counts the processes the emulator is running across all
+// sandboxes (0 after Close).
+func (s *Server) LiveProcesses() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.procs)
+}
+
+// Requests returns how many requests each route received, keyed by its
+// pattern, e.g. "POST /api/sandbox/{idOrName}/stop" or
+// "GET /toolbox/{sandboxId}/process/session/{sessionId}"; requests that
+// matched no route are keyed "UNMATCHED <method> <path>". Admin calls are not counted.
+func (s *Server) Requests() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.requests)
+}
+
+// ResetRequests zeroes the request counters.
+func (s *Server) ResetRequests() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = map[string]int{}
+}
+
+// StopBehindClientsBack does what the platform's auto-stop does: kills every
+// process of the sandbox and marks it stopped at once, without any client
+// asking. Files stay. An ephemeral sandbox (autoDeleteInterval 0) is then
+// deleted by the next lifecycle check, as on the platform.
+func (s *Server) StopBehindClientsBack(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.findLocked(id)
+	if sb == nil {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	s.stopBehindBackLocked(sb)
+	return nil
+}
+
+// SetError puts the sandbox in the error state with the given reason; its
+// processes die. recoverable decides whether /recover is allowed. The state
+// persists (every refresh reports it) until the sandbox is recovered or deleted.
+func (s *Server) SetError(id, reason string, recoverable bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.findLocked(id)
+	if sb == nil {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	s.killSandboxLocked(sb, killReasonError)
+	sb.gen++ // cancel any pending step
+	r := reason
+	sb.errorReason, sb.recoverable = &r, recoverable
+	s.setStateLocked(sb, stateError, desiredStarted)
+	return nil
+}
+
+// MissingContainerReason is the errorReason Daytona reports when a sandbox's
+// container vanished; the worker recognises exactly this text.
+func MissingContainerReason(id string) string {
+	return fmt.Sprintf("not found: failed to inspect sandbox container %s: Error response from daemon: No such container: %s", id, id)
+}
+
+// SetMissingContainer makes the sandbox report a vanished container (state
+// error, not recoverable, MissingContainerReason) on every later refresh.
+func (s *Server) SetMissingContainer(id string) error {
+	s.mu.Lock()
+	sb := s.findLocked(id)
+	s.mu.Unlock()
+	if sb == nil {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return s.SetError(sb.id, MissingContainerReason(sb.id), false)
+}

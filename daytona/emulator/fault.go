@@ -1,0 +1,237 @@
+package emulator
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Fault describes a failure to inject into matching requests. A request
+// matches when every non-empty selector matches; the first matching fault (in
+// the order added) applies. Latency runs first, then Hang, Status or the
+// WebSocket drop; a fault with only Latency delays the real handler.
+type Fault struct {
+	Method    string // HTTP method; "" = any
+	Path      string // regexp on the URL path, e.g. `^/api/sandbox$` or `/process/execute$`; "" = any
+	SandboxID string // only requests about this sandbox (toolbox or /api/sandbox/{idOrName}); "" = any
+	Times     int    // how many requests it hits; 0 = unlimited
+
+	Latency    time.Duration // delay before answering (or before the real handler)
+	Status     int           // answer with this status instead of the real handler
+	Body       string        // body for Status; "" = a realistic JSON error for the route
+	RetryAfter string        // sets Retry-After and Retry-After-{throttler} (e.g. Retry-After-sandbox-create)
+	Hang       bool          // never answer: block until the client gives up or the server closes
+
+	// DropWebSocketAfterBytes, on WebSocket routes (session logs, PTY), cuts the
+	// TCP connection without a close frame after that many payload bytes.
+	DropWebSocketAfterBytes int
+}
+
+type faultEntry struct {
+	id   int
+	f    Fault
+	re   *regexp.Regexp
+	left int // remaining hits when f.Times > 0
+}
+
+type dropAfterKey struct{}
+
+// AddFault installs f and returns a function that removes it. Path must be a
+// valid regexp (AddFault panics otherwise: it is a test's programming error;
+// the admin API reports it as 400 instead).
+func (s *Server) AddFault(f Fault) (remove func()) {
+	id, err := s.addFault(f)
+	if err != nil {
+		panic(err)
+	}
+	return func() { s.RemoveFault(id) }
+}
+
+func (s *Server) addFault(f Fault) (int, error) {
+	e := &faultEntry{f: f, left: f.Times}
+	if f.Path != "" {
+		re, err := regexp.Compile(f.Path)
+		if err != nil {
+			return 0, fmt.Errorf("emulator: fault path %q: %w", f.Path, err)
+		}
+		e.re = re
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextFaultID++
+	e.id = s.nextFaultID
+	s.faults = append(s.faults, e)
+	return e.id, nil
+}
+
+// RemoveFault removes the fault with the given ID (see Faults).
+func (s *Server) RemoveFault(id int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range s.faults {
+		if e.id == id {
+			s.faults = append(s.faults[:i], s.faults[i+1:]...)
+			return
+		}
+	}
+}
+
+// ClearFaults removes every fault.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
+// FaultInfo is an installed fault with its ID and remaining hits.
+type FaultInfo struct {
+	ID    int
+	Fault Fault
+	Left  int // remaining hits; 0 with Fault.Times == 0 means unlimited
+}
+
+// Faults lists the installed faults in match order.
+func (s *Server) Faults() []FaultInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]FaultInfo, 0, len(s.faults))
+	for _, e := range s.faults {
+		out = append(out, FaultInfo{ID: e.id, Fault: e.f, Left: e.left})
+	}
+	return out
+}
+
+// sandboxIDForPathLocked finds the sandbox a request is about.
+func (s *Server) sandboxIDForPathLocked(p string) string {
+	if rest, ok := strings.CutPrefix(p, "/toolbox/"); ok {
+		id, _, _ := strings.Cut(rest, "/")
+		return id
+	}
+	if rest, ok := strings.CutPrefix(p, "/api/sandbox/"); ok {
+		key, _, _ := strings.Cut(rest, "/")
+		if sb := s.findLocked(key); sb != nil {
+			return sb.id
+		}
+		return key
+	}
+	return ""
+}
+
+// applyFaults runs the first matching fault. handled means the response was
+// written (or abandoned); otherwise the returned request goes to the handler.
+func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	s.mu.Lock()
+	if len(s.faults) == 0 {
+		s.mu.Unlock()
+		return r, false
+	}
+	sbID := s.sandboxIDForPathLocked(r.URL.Path)
+	var f *Fault
+	for i, e := range s.faults {
+		if (e.f.Method != "" && !strings.EqualFold(e.f.Method, r.Method)) ||
+			(e.re != nil && !e.re.MatchString(r.URL.Path)) ||
+			(e.f.SandboxID != "" && e.f.SandboxID != sbID) {
+			continue
+		}
+		copied := e.f
+		f = &copied
+		if e.f.Times > 0 {
+			e.left--
+			if e.left <= 0 {
+				s.faults = append(s.faults[:i], s.faults[i+1:]...)
+			}
+		}
+		break
+	}
+	s.mu.Unlock()
+	if f == nil {
+		return r, false
+	}
+	s.log.Info().Str("method", r.Method).Str("path", r.URL.Path).Int("status", f.Status).
+		Dur("latency", f.Latency).Bool("hang", f.Hang).Msg("injecting fault")
+
+	if f.Latency > 0 || f.Hang {
+		release, ok := s.hold()
+		if !ok {
+			return r, true
+		}
+		defer release()
+	}
+	if f.Latency > 0 {
+		t := time.NewTimer(f.Latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return r, true
+		case <-s.ctx.Done():
+			t.Stop()
+			return r, true
+		}
+	}
+	if f.Hang {
+		select {
+		case <-r.Context().Done():
+		case <-s.ctx.Done():
+		}
+		return r, true
+	}
+	if f.Status != 0 {
+		s.writeFault(w, r, f)
+		return r, true
+	}
+	if f.DropWebSocketAfterBytes > 0 {
+		r = r.WithContext(context.WithValue(r.Context(), dropAfterKey{}, f.DropWebSocketAfterBytes))
+	}
+	return r, false
+}
+
+var lifecycleRE = regexp.MustCompile(`/(start|stop|pause|resize|recover|archive)$`)
+
+// throttlerFor names the real rate limiter a route belongs to.
+func throttlerFor(r *http.Request) string {
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	switch {
+	case r.Method == http.MethodPost && (p == "/api/sandbox" || strings.HasSuffix(p, "/fork")):
+		return "sandbox-create"
+	case strings.HasPrefix(p, "/api/sandbox/") && (r.Method == http.MethodDelete ||
+		lifecycleRE.MatchString(p)):
+		return "sandbox-lifecycle"
+	default:
+		return "authenticated"
+	}
+}
+
+func (s *Server) writeFault(w http.ResponseWriter, r *http.Request, f *Fault) {
+	if f.RetryAfter != "" {
+		name := throttlerFor(r)
+		w.Header().Set("Retry-After", f.RetryAfter)
+		w.Header().Set("Retry-After-"+name, f.RetryAfter)
+		if f.Status == http.StatusTooManyRequests {
+			w.Header().Set("X-RateLimit-Limit-"+name, "300")
+			w.Header().Set("X-RateLimit-Remaining-"+name, "0")
+			w.Header().Set("X-RateLimit-Reset-"+name, f.RetryAfter)
+		}
+	}
+	if f.Body != "" {
+		if strings.HasPrefix(strings.TrimSpace(f.Body), "{") {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		} else {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		}
+		w.WriteHeader(f.Status)
+		_, _ = w.Write([]byte(f.Body))
+		return
+	}
+	switch {
+	case f.Status == http.StatusTooManyRequests:
+		writeJSON(w, f.Status, map[string]any{"statusCode": 429, "message": "Rate limit exceeded", "error": "Too Many Requests"})
+	case strings.HasPrefix(r.URL.Path, "/toolbox/"):
+		s.toolboxError(w, r, f.Status, "emulator fault: injected "+http.StatusText(f.Status))
+	default:
+		s.apiError(w, r, f.Status, "emulator fault: injected "+http.StatusText(f.Status))
+	}
+}

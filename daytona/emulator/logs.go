@@ -1,0 +1,235 @@
+package emulator
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/coder/websocket"
+)
+
+// handleCommandLogs serves a command's log: a WebSocket stream with
+// ?follow=true and an Upgrade, a chunked HTTP stream with ?follow=true alone
+// (what the runner does), else a snapshot (JSON for SDK ≥ 0.167.0, text
+// otherwise).
+func (s *Server) handleCommandLogs(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	se, c := s.commandFor(w, r, sb)
+	if c == nil {
+		return
+	}
+	mode := requestOutputMode(r)
+	if r.URL.Query().Get("follow") == "true" {
+		if isWebSocket(r) {
+			s.followLogsWS(w, r, se, c, mode)
+		} else {
+			s.followLogsHTTP(w, r, se, c)
+		}
+		return
+	}
+	raw, err := os.ReadFile(c.logPath)
+	if err != nil {
+		s.toolboxError(w, r, http.StatusInternalServerError, "failed to read logs: "+err.Error())
+		return
+	}
+	switch mode {
+	case outputSplit:
+		stdout, stderr := demux(raw)
+		writeJSON(w, http.StatusOK, map[string]string{"output": string(raw), "stdout": string(stdout), "stderr": string(stderr)})
+	case outputRaw:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write(raw)
+	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write(stripMarkers(raw))
+	}
+}
+
+func isWebSocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// logFollower reads a command's log from the start and knows when it is over.
+type logFollower struct {
+	s    *Server
+	se   *session
+	c    *sessCmd
+	f    *os.File
+	buf  []byte
+	size int
+}
+
+// next reads what is available. over reports that nothing more will come:
+// the exit code was already set before this read, or the session is gone.
+func (lf *logFollower) next() (chunk []byte, over bool, wait <-chan struct{}, err error) {
+	wait = lf.c.waitChan()
+	lf.s.mu.Lock()
+	done := lf.c.exitCode != nil || lf.se.deleted || lf.se.exited && lf.c.finished
+	lf.s.mu.Unlock()
+	n, err := lf.f.Read(lf.buf[:lf.size])
+	if n > 0 {
+		return lf.buf[:n], false, wait, nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, false, nil, err
+	}
+	return nil, done, wait, nil
+}
+
+// followLogsWS streams the log as binary frames from the start (history is
+// replayed), cut at arbitrary offsets, and closes 1000 once the command has an
+// exit code and everything was sent, or the session is deleted.
+func (s *Server) followLogsWS(w http.ResponseWriter, r *http.Request, se *session, c *sessCmd, mode outputMode) {
+	release, ok := s.hold()
+	if !ok {
+		s.toolboxError(w, r, http.StatusServiceUnavailable, "emulator is shutting down")
+		return
+	}
+	defer release()
+	conn, err := s.acceptWS(w, r)
+	if err != nil {
+		return
+	}
+	out := s.newWSWriter(r, conn)
+	ctx := conn.CloseRead(s.ctx)
+	f, err := os.Open(c.logPath)
+	if err != nil {
+		_ = conn.Close(websocket.StatusInternalError, "failed to open log")
+		return
+	}
+	defer f.Close()
+	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, s.opts.logFrameSize()), size: s.opts.logFrameSize()}
+	var strip markerStripper
+	for {
+		chunk, over, wait, err := lf.next()
+		if err != nil {
+			_ = conn.Close(websocket.StatusInternalError, "failed to read log")
+			return
+		}
+		if len(chunk) > 0 {
+			if mode == outputCombined {
+				chunk = strip.strip(chunk)
+			}
+			if !s.sendFrames(ctx, out, chunk) {
+				return
+			}
+			continue
+		}
+		if over {
+			if rest := strip.flush(); len(rest) > 0 && !s.sendFrames(ctx, out, rest) {
+				return
+			}
+			_ = conn.Close(websocket.StatusNormalClosure, "")
+			return
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			if s.ctx.Err() != nil {
+				_ = conn.CloseNow()
+			}
+			return
+		}
+	}
+}
+
+// sendFrames writes chunk as one or more binary frames per Options.LogFrameSplit.
+func (s *Server) sendFrames(ctx context.Context, out *wsWriter, chunk []byte) bool {
+	frames := [][]byte{chunk}
+	if s.opts.LogFrameSplit != nil {
+		frames = s.opts.LogFrameSplit(chunk)
+	}
+	for _, fr := range frames {
+		if len(fr) == 0 {
+			continue
+		}
+		if err := out.write(ctx, websocket.MessageBinary, fr); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// followLogsHTTP is the runner's chunked alternative: combined output,
+// markers stripped, until the command ends.
+func (s *Server) followLogsHTTP(w http.ResponseWriter, r *http.Request, se *session, c *sessCmd) {
+	release, ok := s.hold()
+	if !ok {
+		return
+	}
+	defer release()
+	f, err := os.Open(c.logPath)
+	if err != nil {
+		s.toolboxError(w, r, http.StatusInternalServerError, "failed to read logs: "+err.Error())
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, 32<<10), size: 32 << 10}
+	var strip markerStripper
+	for {
+		chunk, over, wait, err := lf.next()
+		if err != nil {
+			return
+		}
+		if len(chunk) > 0 {
+			if _, err := w.Write(strip.strip(chunk)); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			continue
+		}
+		if over {
+			_, _ = w.Write(strip.flush())
+			return
+		}
+		select {
+		case <-wait:
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// markerStripper removes markers from a byte stream whose chunks may cut a
+// marker anywhere; it holds back up to two bytes that could start one.
+type markerStripper struct {
+	carry []byte
+}
+
+func (m *markerStripper) strip(chunk []byte) []byte {
+	b := append(m.carry, chunk...)
+	m.carry = nil
+	b = stripMarkers(b)
+	// Keep a trailing \x01, \x01\x01, \x02 or \x02\x02 for the next chunk.
+	keep := 0
+	for keep < 2 && keep < len(b) {
+		c := b[len(b)-1-keep]
+		if c != 1 && c != 2 {
+			break
+		}
+		if keep == 1 && c != b[len(b)-1] {
+			break
+		}
+		keep++
+	}
+	if keep > 0 {
+		m.carry = append([]byte{}, b[len(b)-keep:]...)
+		b = b[:len(b)-keep]
+	}
+	return b
+}
+
+func (m *markerStripper) flush() []byte {
+	out := m.carry
+	m.carry = nil
+	return out
+}
