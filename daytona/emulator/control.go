@@ -28,8 +28,8 @@ type SandboxView struct {
 	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
 	AutoDestroyAt       *time.Time        `json:"autoDestroyAt,omitempty"`
 	LastActivityAt      time.Time         `json:"lastActivityAt"`
-	Dir                 string            `json:"dir"`     // the sandbox's root folder
-	HomeDir             string            `json:"homeDir"` // also the work dir
+	Dir                 string            `json:"dir"`       // the sandbox's root folder
+	HomeDir             string            `json:"homeDir"`   // also the work dir
 	Processes           int               `json:"processes"` // live processes (exec shells, session shells, PTYs)
 	Sessions            int               `json:"sessions"`
 	PTYs                int               `json:"ptys"`

@@ -40,7 +40,7 @@ type Server struct {
 	nextFaultID int
 	requests    map[string]int
 	sshAccess   map[string]*sshAccess // by token
-	procs       map[*proc]struct{}     // every live process, across sandboxes
+	procs       map[*proc]struct{}    // every live process, across sandboxes
 }
 
 // ErrClosed is returned by operations on a closed Server.
