@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -23,6 +24,8 @@ const (
 type Options struct {
 	// Logger receives diagnostics on stderr; it never sees params.
 	Logger zerolog.Logger
+	// Getenv reads the process environment (DAYTONA_API_KEY); default os.Getenv.
+	Getenv func(string) string
 }
 
 // Worker serves the plugin's methods. Create it with New; it is safe for
@@ -30,6 +33,9 @@ type Options struct {
 type Worker struct {
 	host Host
 	log  zerolog.Logger
+	env  func(string) string
+
+	methods map[string]methodFunc // built once in New; read-only after
 
 	mu          sync.Mutex
 	initialized bool
@@ -44,7 +50,12 @@ type configState struct {
 
 // New returns a Worker that talks to the host through host.
 func New(host Host, opts Options) *Worker {
-	return &Worker{host: host, log: opts.Logger}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	w := &Worker{host: host, log: opts.Logger, env: opts.Getenv}
+	w.methods = w.driverMethods()
+	return w
 }
 
 // Handle implements rpc.Handler: it routes one request to its method.
@@ -94,7 +105,7 @@ func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 		protocol.MethodRefreshExternalObjects:
 		return nil, protocol.NotImplemented(req.Method)
 	}
-	if h, ok := w.driverMethods()[req.Method]; ok {
+	if h, ok := w.methods[req.Method]; ok {
 		return h(ctx, req.Params)
 	}
 	if isListed(req.Method) {
@@ -115,7 +126,9 @@ type methodFunc func(ctx context.Context, params json.RawMessage) (any, error)
 // driverMethods lists the environment, login-PTY and duplex methods that are
 // implemented; the rest of the advertised list answers -32004.
 func (w *Worker) driverMethods() map[string]methodFunc {
-	return map[string]methodFunc{}
+	return map[string]methodFunc{
+		protocol.MethodEnvironmentValidateConfig: w.validateConfig,
+	}
 }
 
 func isListed(method string) bool {

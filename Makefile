@@ -1,0 +1,44 @@
+# daytona-worker — see README.md.
+GO        ?= go
+BIN       := bin
+WORKER    := $(BIN)/daytona-worker
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+
+.PHONY: all build run test bench lint fuzz clean
+
+all: build
+
+## build: compile the worker and the helper binaries into ./bin
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(WORKER) ./cmd/daytona-worker
+	$(GO) build -trimpath -o $(BIN)/playback ./cmd/playback
+
+## run: play the demo session through the real worker, printed readably
+run: build
+	$(BIN)/playback --worker $(WORKER) testdata/transcripts/demo.jsonl
+
+## test: vet, then every test with the race detector (fuzz seed corpora included)
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+## bench: speed and memory measurements (numbers are kept in README.md)
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 200x ./cmd/daytona-worker/
+	$(GO) test -run '^$$' -bench 'HealthRoundTrips' -benchtime 200000x ./cmd/daytona-worker/
+
+## lint: formatting and vet
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+## fuzz: run the fuzz targets for a while (FUZZTIME=30s each)
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseMessage -fuzztime $(FUZZTIME) ./rpc/
+	$(GO) test -run '^$$' -fuzz FuzzConnInput -fuzztime $(FUZZTIME) ./rpc/
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,217 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Config defaults, in the units the plugin uses.
+const (
+	defaultTimeoutMs           = 300_000
+	defaultLivenessTimeoutMs   = 30_000
+	defaultAutoStopMinutes     = 15
+	defaultAutoArchiveMinutes  = 60
+	defaultAutoDeleteMinutes   = 7 * 24 * 60
+	maxConfigTimeoutMs         = 86_400_000
+	archiveOnReleaseAutoDelete = 60
+)
+
+// DriverConfig is a parsed environment config, with exactly the keys (and
+// JSON key order) of the plugin's normalizedConfig. Absent optional values
+// are nil and encode as null.
+type DriverConfig struct {
+	APIKey              *string  `json:"apiKey"`
+	APIURL              *string  `json:"apiUrl"`
+	Target              *string  `json:"target"`
+	Snapshot            *string  `json:"snapshot"`
+	Image               *string  `json:"image"`
+	Language            *string  `json:"language"`
+	TimeoutMs           float64  `json:"timeoutMs"`
+	LivenessTimeoutMs   float64  `json:"livenessTimeoutMs"`
+	CPU                 *float64 `json:"cpu"`
+	Memory              *float64 `json:"memory"`
+	Disk                *float64 `json:"disk"`
+	GPU                 *float64 `json:"gpu"`
+	AutoStopInterval    float64  `json:"autoStopInterval"`
+	AutoArchiveInterval float64  `json:"autoArchiveInterval"`
+	AutoDeleteInterval  float64  `json:"autoDeleteInterval"`
+	ReuseLease          bool     `json:"reuseLease"`
+	ArchiveOnRelease    bool     `json:"archiveOnRelease"`
+}
+
+// rawConfig is the host's config object, decoded with JSON numbers kept.
+type rawConfig map[string]any
+
+func decodeRawConfig(raw json.RawMessage) (rawConfig, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return rawConfig{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("config must be a JSON object: %w", err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("config must be a JSON object")
+	}
+	return m, nil
+}
+
+// parseDriverConfig mirrors the plugin's parseDriverConfig exactly: lenient,
+// never failing, with JavaScript's coercions. Validation is separate.
+func parseDriverConfig(raw rawConfig) DriverConfig {
+	str := func(key string) *string {
+		if s, ok := jsTrimmedString(raw[key]); ok {
+			return &s
+		}
+		return nil
+	}
+	numberOr := func(key string, fallback float64) float64 {
+		v, present := raw[key]
+		if !present || v == nil {
+			return fallback
+		}
+		if n := jsNumber(v); isFinite(n) {
+			return jsTrunc(n)
+		}
+		return fallback
+	}
+	optional := func(key string, trunc bool) *float64 {
+		v, present := raw[key]
+		if !present || v == nil || v == "" {
+			return nil
+		}
+		n := jsNumber(v)
+		if !isFinite(n) {
+			return nil
+		}
+		if trunc {
+			n = jsTrunc(n)
+		}
+		return &n
+	}
+	orDefault := func(p *float64, d float64) float64 {
+		if p == nil {
+			return d
+		}
+		return *p
+	}
+	return DriverConfig{
+		APIKey:              str("apiKey"),
+		APIURL:              str("apiUrl"),
+		Target:              str("target"),
+		Snapshot:            str("snapshot"),
+		Image:               str("image"),
+		Language:            str("language"),
+		TimeoutMs:           numberOr("timeoutMs", defaultTimeoutMs),
+		LivenessTimeoutMs:   numberOr("livenessTimeoutMs", defaultLivenessTimeoutMs),
+		CPU:                 optional("cpu", false),
+		Memory:              optional("memory", false),
+		Disk:                optional("disk", false),
+		GPU:                 optional("gpu", false),
+		AutoStopInterval:    orDefault(optional("autoStopInterval", true), defaultAutoStopMinutes),
+		AutoArchiveInterval: orDefault(optional("autoArchiveInterval", true), defaultAutoArchiveMinutes),
+		AutoDeleteInterval:  orDefault(optional("autoDeleteInterval", true), defaultAutoDeleteMinutes),
+		ReuseLease:          raw["reuseLease"] == true,
+		ArchiveOnRelease:    raw["archiveOnRelease"] == true,
+	}
+}
+
+func (c DriverConfig) hasResourceRequest() bool {
+	return c.CPU != nil || c.Memory != nil || c.Disk != nil || c.GPU != nil
+}
+
+const (
+	msgResourcesNeedImage        = "Daytona resource settings require image-backed sandbox creation; snapshot/default sandbox creation cannot override CPU, memory, disk, or GPU."
+	msgRuntimeResourcesNeedImage = "Daytona resource settings require image-backed sandbox creation; default sandbox creation cannot override CPU, memory, disk, or GPU."
+	msgAPIKeyRequired            = "Daytona sandbox environments require an API key in config or DAYTONA_API_KEY."
+)
+
+// validate returns the plugin's validation errors, in its order.
+func validateDriverConfig(raw rawConfig, c DriverConfig, envAPIKey string) []string {
+	var errs []string
+	if s, ok := raw["image"].(string); ok && strings.TrimFunc(s, isJSWhitespace) == "" {
+		errs = append(errs, "Daytona image cannot be empty.")
+	}
+	if s, ok := raw["snapshot"].(string); ok && strings.TrimFunc(s, isJSWhitespace) == "" {
+		errs = append(errs, "Daytona snapshot cannot be empty.")
+	}
+	if c.Image != nil && c.Snapshot != nil {
+		errs = append(errs, "Daytona sandbox environments must set either image or snapshot, not both.")
+	}
+	if c.APIURL != nil && !isValidURL(*c.APIURL) {
+		errs = append(errs, "apiUrl must be a valid URL.")
+	}
+	if c.TimeoutMs < 1 || c.TimeoutMs > maxConfigTimeoutMs {
+		errs = append(errs, "timeoutMs must be between 1 and 86400000.")
+	}
+	if c.LivenessTimeoutMs > maxConfigTimeoutMs {
+		errs = append(errs, "livenessTimeoutMs must be less than or equal to 86400000.")
+	}
+	if c.AutoStopInterval < 0 {
+		errs = append(errs, "autoStopInterval must be greater than or equal to 0.")
+	}
+	if c.AutoArchiveInterval < 0 {
+		errs = append(errs, "autoArchiveInterval must be greater than or equal to 0.")
+	}
+	if c.AutoDeleteInterval < -1 {
+		errs = append(errs, "autoDeleteInterval must be greater than or equal to -1.")
+	}
+	if c.APIKey == nil && strings.TrimFunc(envAPIKey, isJSWhitespace) == "" {
+		errs = append(errs, msgAPIKeyRequired)
+	}
+	if c.hasResourceRequest() && c.Image == nil {
+		errs = append(errs, msgResourcesNeedImage)
+	}
+	for _, r := range []struct {
+		name  string
+		value *float64
+	}{{"cpu", c.CPU}, {"memory", c.Memory}, {"disk", c.Disk}, {"gpu", c.GPU}} {
+		if r.value != nil && *r.value <= 0 {
+			errs = append(errs, r.name+" must be greater than 0 when provided.")
+		}
+	}
+	return errs
+}
+
+// runtimeResourceError is the check made before creating a sandbox: a
+// snapshot brings its own resources, so they are dropped rather than failing.
+func (c DriverConfig) runtimeResourceError() string {
+	if !c.hasResourceRequest() || c.Image != nil || c.Snapshot != nil {
+		return ""
+	}
+	return msgRuntimeResourcesNeedImage
+}
+
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.\-]*$`)
+
+// isValidURL approximates WHATWG `new URL(value)`: an absolute URL with a
+// scheme, and a host for the schemes that require one.
+func isValidURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || !urlScheme.MatchString(u.Scheme) {
+		return false
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "ws", "wss", "ftp":
+		if u.Host == "" {
+			// WHATWG tolerates "http:host" and "http:/host".
+			rest := strings.TrimLeft(u.Opaque+u.Path, "/")
+			host, _, _ := strings.Cut(rest, "/")
+			return host != ""
+		}
+	}
+	return true
+}
+
+// timeoutSeconds is the plugin's toTimeoutSeconds: whole seconds, at least 1.
+func timeoutSeconds(ms float64) int {
+	return int(math.Max(1, math.Ceil(ms/1000)))
+}

@@ -1,0 +1,133 @@
+package worker
+
+import (
+	"encoding/json"
+	"strings"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func rawOf(t *testing.T, js string) rawConfig {
+	t.Helper()
+	rc, err := decodeRawConfig(json.RawMessage(js))
+	require.NoError(t, err)
+	return rc
+}
+
+func TestJSNumberCoercion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want float64
+	}{
+		{`12`, 12}, {`"12"`, 12}, {`" 12 "`, 12}, {`""`, 0}, {`"  "`, 0}, {`true`, 1}, {`false`, 0},
+		{`"0x10"`, 16}, {`"1e3"`, 1000}, {`".5"`, 0.5}, {`"5."`, 5}, {`"-7.5"`, -7.5}, {`[]`, 0}, {`[42]`, 42},
+		{`["8"]`, 8}, {`null`, 0},
+	}
+	for _, tt := range tests {
+		var v any
+		dec := json.NewDecoder(strings.NewReader(tt.in))
+		dec.UseNumber()
+		require.NoError(t, dec.Decode(&v))
+		assert.Equal(t, tt.want, jsNumber(v), tt.in)
+	}
+	for _, nan := range []string{`"12px"`, `{}`, `[1,2]`, `"0x"`, `"1e"`, `"."`, `"-0x10"`, `"1_000"`} {
+		var v any
+		dec := json.NewDecoder(strings.NewReader(nan))
+		dec.UseNumber()
+		require.NoError(t, dec.Decode(&v))
+		assert.True(t, math.IsNaN(jsNumber(v)), nan)
+	}
+	assert.True(t, math.IsInf(jsNumber("Infinity"), 1))
+	assert.Equal(t, "1e+21", jsNumberString(1e21))
+	assert.Equal(t, "1e-7", jsNumberString(1e-7))
+	assert.Equal(t, "0.000001", jsNumberString(1e-6))
+	assert.Equal(t, "300000", jsNumberString(300000))
+	assert.Equal(t, "2.5", jsNumberString(2.5))
+}
+
+func TestParseDriverConfigDefaultsAndCoercions(t *testing.T) {
+	t.Parallel()
+	c := parseDriverConfig(rawOf(t, `{"unknown":1,"image":"  daytonaio/sandbox:0.8.0 ","apiKey":"k"}`))
+	out, err := json.Marshal(c)
+	require.NoError(t, err)
+	assert.Equal(t, `{"apiKey":"k","apiUrl":null,"target":null,"snapshot":null,"image":"daytonaio/sandbox:0.8.0","language":null,"timeoutMs":300000,"livenessTimeoutMs":30000,"cpu":null,"memory":null,"disk":null,"gpu":null,"autoStopInterval":15,"autoArchiveInterval":60,"autoDeleteInterval":10080,"reuseLease":false,"archiveOnRelease":false}`, string(out))
+
+	c = parseDriverConfig(rawOf(t, `{"timeoutMs":"1500.9","livenessTimeoutMs":"nope","autoStopInterval":0,"autoArchiveInterval":"","autoDeleteInterval":-1,"cpu":"2.5","memory":4,"disk":null,"gpu":"","reuseLease":"true","archiveOnRelease":true,"snapshot":"   "}`))
+	assert.Equal(t, 1500.0, c.TimeoutMs)
+	assert.Equal(t, 30000.0, c.LivenessTimeoutMs, "a non-numeric value falls back to the default")
+	assert.Equal(t, 0.0, c.AutoStopInterval, "an explicit 0 is kept")
+	assert.Equal(t, 60.0, c.AutoArchiveInterval, "an empty string means unset")
+	assert.Equal(t, -1.0, c.AutoDeleteInterval, "an explicit -1 is kept")
+	assert.Equal(t, 2.5, *c.CPU)
+	assert.Equal(t, 4.0, *c.Memory)
+	assert.Nil(t, c.Disk)
+	assert.Nil(t, c.GPU)
+	assert.False(t, c.ReuseLease, "only the boolean true counts")
+	assert.True(t, c.ArchiveOnRelease)
+	assert.Nil(t, c.Snapshot)
+}
+
+func TestValidateDriverConfigMessagesInOrder(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		config string
+		env    string
+		want   []string
+	}{
+		{name: "valid with env key", config: `{}`, env: "k", want: nil},
+		{name: "valid with config key", config: `{"apiKey":"k","image":"img","cpu":2}`, want: nil},
+		{name: "no key anywhere", config: `{"apiKey":"  "}`, env: " ", want: []string{msgAPIKeyRequired}},
+		{name: "everything wrong", env: "k",
+			config: `{"image":" ","snapshot":"","apiUrl":"not a url","timeoutMs":0,"livenessTimeoutMs":86400001,"autoStopInterval":-1,"autoArchiveInterval":-5,"autoDeleteInterval":-2,"cpu":0,"memory":-1,"disk":2,"gpu":0}`,
+			want: []string{
+				"Daytona image cannot be empty.",
+				"Daytona snapshot cannot be empty.",
+				"apiUrl must be a valid URL.",
+				"timeoutMs must be between 1 and 86400000.",
+				"livenessTimeoutMs must be less than or equal to 86400000.",
+				"autoStopInterval must be greater than or equal to 0.",
+				"autoArchiveInterval must be greater than or equal to 0.",
+				"autoDeleteInterval must be greater than or equal to -1.",
+				msgResourcesNeedImage,
+				"cpu must be greater than 0 when provided.",
+				"memory must be greater than 0 when provided.",
+				"gpu must be greater than 0 when provided.",
+			}},
+		{name: "image and snapshot", env: "k", config: `{"image":"a","snapshot":"b"}`,
+			want: []string{"Daytona sandbox environments must set either image or snapshot, not both."}},
+		{name: "timeout too large", env: "k", config: `{"timeoutMs":86400001}`, want: []string{"timeoutMs must be between 1 and 86400000."}},
+		{name: "liveness disabled is fine", env: "k", config: `{"livenessTimeoutMs":0}`, want: nil},
+		{name: "resources with snapshot", env: "k", config: `{"snapshot":"s","memory":2}`, want: []string{msgResourcesNeedImage}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rc := rawOf(t, tt.config)
+			assert.Equal(t, tt.want, validateDriverConfig(rc, parseDriverConfig(rc), tt.env))
+		})
+	}
+}
+
+func TestIsValidURL(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]bool{
+		"https://app.daytona.io/api": true, "http://127.0.0.1:4000/api": true, "http:/x": true,
+		"foo:bar": true, "not a url": false, "http://": false, "/relative": false, "app.daytona.io": false,
+		"http://exa mple.com": false,
+	} {
+		assert.Equal(t, want, isValidURL(s), s)
+	}
+}
+
+func TestTimeoutSeconds(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, 1, timeoutSeconds(1))
+	assert.Equal(t, 1, timeoutSeconds(0))
+	assert.Equal(t, 300, timeoutSeconds(300000))
+	assert.Equal(t, 301, timeoutSeconds(300001))
+}

@@ -1,0 +1,211 @@
+package worker
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// The Node plugin parses config with JavaScript's coercions (Number(x),
+// typeof checks, === true). These helpers reproduce them on decoded JSON
+// values so that every config the host has ever stored parses the same way.
+
+// jsNumber is JavaScript's Number(v) for a JSON value decoded with UseNumber.
+func jsNumber(v any) float64 {
+	switch v := v.(type) {
+	case nil:
+		return 0
+	case bool:
+		if v {
+			return 1
+		}
+		return 0
+	case json.Number:
+		f, err := strconv.ParseFloat(string(v), 64)
+		if err != nil {
+			// Out of float64 range: JavaScript yields ±Infinity.
+			if strings.HasPrefix(string(v), "-") {
+				return math.Inf(-1)
+			}
+			return math.Inf(1)
+		}
+		return f
+	case float64:
+		return v
+	case string:
+		return jsStringToNumber(v)
+	case []any:
+		// Number([]) is 0, Number([x]) is Number(String(x)), longer arrays NaN.
+		switch len(v) {
+		case 0:
+			return 0
+		case 1:
+			return jsStringToNumber(jsString(v[0]))
+		}
+		return math.NaN()
+	}
+	return math.NaN()
+}
+
+// jsString is String(v) for the values jsNumber needs it for.
+func jsString(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case json.Number:
+		return jsNumberString(jsNumber(v))
+	case bool:
+		return strconv.FormatBool(v)
+	case []any:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = jsString(x)
+		}
+		return strings.Join(parts, ",")
+	}
+	return "[object Object]"
+}
+
+// jsStringToNumber follows the StringToNumber abstract operation.
+func jsStringToNumber(s string) float64 {
+	s = strings.TrimFunc(s, isJSWhitespace)
+	if s == "" {
+		return 0
+	}
+	switch s {
+	case "Infinity", "+Infinity":
+		return math.Inf(1)
+	case "-Infinity":
+		return math.Inf(-1)
+	}
+	if len(s) > 2 && s[0] == '0' {
+		base := 0
+		switch s[1] {
+		case 'x', 'X':
+			base = 16
+		case 'o', 'O':
+			base = 8
+		case 'b', 'B':
+			base = 2
+		}
+		if base != 0 {
+			n, err := strconv.ParseUint(s[2:], base, 64)
+			if err != nil || strings.Contains(s[2:], "_") {
+				return math.NaN()
+			}
+			return float64(n)
+		}
+	}
+	if !isDecimalLiteral(s) {
+		return math.NaN()
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		var numErr *strconv.NumError
+		if ok := asNumError(err, &numErr); ok && numErr.Err == strconv.ErrRange {
+			return f // ±Inf or 0, as JavaScript rounds
+		}
+		return math.NaN()
+	}
+	return f
+}
+
+func asNumError(err error, target **strconv.NumError) bool {
+	ne, ok := err.(*strconv.NumError)
+	if ok {
+		*target = ne
+	}
+	return ok
+}
+
+// isDecimalLiteral accepts StrDecimalLiteral: [+-] digits [. digits] [e[+-]digits],
+// with either side of the dot optional but not both.
+func isDecimalLiteral(s string) bool {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+		digits++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			digits++
+		}
+	}
+	if digits == 0 {
+		return false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		exp := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			exp++
+		}
+		if exp == 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+func isJSWhitespace(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\v', '\f', '\r', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200a
+}
+
+func isFinite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }
+
+// jsTrunc is Math.trunc, keeping -0 out of the output.
+func jsTrunc(f float64) float64 {
+	t := math.Trunc(f)
+	if t == 0 {
+		return 0
+	}
+	return t
+}
+
+// jsNumberString renders a number the way JSON.stringify / String() do.
+func jsNumberString(f float64) string {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0):
+		return "null" // JSON.stringify's rendering; callers only pass finite values
+	case f == 0:
+		return "0"
+	}
+	abs := math.Abs(f)
+	if abs >= 1e21 || abs < 1e-6 {
+		s := strconv.FormatFloat(f, 'e', -1, 64)
+		// Go writes e+21 / e-07; JavaScript writes e+21 / e-7.
+		mant, exp, _ := strings.Cut(s, "e")
+		sign := exp[0]
+		exp = strings.TrimLeft(exp[1:], "0")
+		return mant + "e" + string(sign) + exp
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
+}
+
+// jsTrimmedString is the plugin's parseOptionalString: a non-blank string,
+// trimmed, or absent.
+func jsTrimmedString(v any) (string, bool) {
+	s, ok := v.(string)
+	if !ok {
+		return "", false
+	}
+	s = strings.TrimFunc(s, isJSWhitespace)
+	return s, s != ""
+}

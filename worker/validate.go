@@ -1,0 +1,32 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+// validationResult is environmentValidateConfig's result; normalizedConfig
+// is present only when ok.
+type validationResult struct {
+	OK               bool          `json:"ok"`
+	Errors           []string      `json:"errors,omitempty"`
+	NormalizedConfig *DriverConfig `json:"normalizedConfig,omitempty"`
+}
+
+func (w *Worker) validateConfig(_ context.Context, raw json.RawMessage) (any, error) {
+	var params protocol.ValidateEnvironmentConfigParams
+	if err := decodeParams(protocol.MethodEnvironmentValidateConfig, raw, &params); err != nil {
+		return nil, err
+	}
+	rc, err := decodeRawConfig(params.Config)
+	if err != nil {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentValidateConfig, err)
+	}
+	cfg := parseDriverConfig(rc)
+	if errs := validateDriverConfig(rc, cfg, w.env("DAYTONA_API_KEY")); len(errs) > 0 {
+		return validationResult{OK: false, Errors: errs}, nil
+	}
+	return validationResult{OK: true, NormalizedConfig: &cfg}, nil
+}
