@@ -2,8 +2,8 @@ package worker
 
 import (
 	"encoding/json"
-	"strings"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
