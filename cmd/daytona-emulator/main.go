@@ -15,6 +15,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,6 +39,7 @@ func run() error {
 	step := flag.Duration("step-delay", emulator.DefaultStepDelay, "duration of each lifecycle step (0 = synchronous)")
 	transitional := flag.Bool("transitional", false, "create/start/recover answer in a transitional state instead of waiting for started")
 	frameSize := flag.Int("log-frame-size", 1024, "max bytes per session-log WebSocket frame")
+	split := flag.String("log-split", "", "cut session-log frames further: markers (inside every marker), every:N, random:SEED")
 	level := flag.String("log-level", "info", "log level: debug, info, warn, error")
 	flag.Parse()
 
@@ -53,12 +56,17 @@ func run() error {
 	if stepDelay <= 0 {
 		stepDelay = emulator.Synchronous
 	}
+	splitter, err := parseSplit(*split, *frameSize)
+	if err != nil {
+		return err
+	}
 	emu, err := emulator.New(emulator.Options{
 		Root:               *root,
 		APIKey:             key,
 		StepDelay:          stepDelay,
 		ReturnTransitional: *transitional,
 		LogFrameSize:       *frameSize,
+		LogFrameSplit:      splitter,
 		Logger:             &logger,
 	})
 	if err != nil {
@@ -100,4 +108,29 @@ func run() error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// parseSplit reads --log-split.
+func parseSplit(v string, frameSize int) (emulator.FrameSplitter, error) {
+	kind, arg, _ := strings.Cut(v, ":")
+	switch kind {
+	case "":
+		return nil, nil
+	case "markers":
+		return emulator.SplitInsideMarkers(), nil
+	case "every":
+		n, err := strconv.Atoi(arg)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad --log-split %q: want every:N with N >= 1", v)
+		}
+		return emulator.SplitEvery(n), nil
+	case "random":
+		seed, err := strconv.ParseUint(arg, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad --log-split %q: want random:SEED", v)
+		}
+		return emulator.SplitRandom(seed, max(frameSize/4, 1)), nil
+	default:
+		return nil, fmt.Errorf("bad --log-split %q: want markers, every:N or random:SEED", v)
+	}
 }
