@@ -133,6 +133,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		if ak != bk {
 			return (ak < bk) != desc
 		}
+		if aid == bid {
+			return false
+		}
 		return (aid < bid) != desc
 	}
 	sort.Slice(rows, func(i, j int) bool { return less(rows[i].key, rows[i].id, rows[j].key, rows[j].id) })
