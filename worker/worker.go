@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
 )
@@ -26,14 +30,26 @@ type Options struct {
 	Logger zerolog.Logger
 	// Getenv reads the process environment (DAYTONA_API_KEY); default os.Getenv.
 	Getenv func(string) string
+	// Now is the clock for lease bookkeeping and timings; default time.Now.
+	Now func() time.Time
+	// NewID returns a fresh UUID string; default uuid.NewString.
+	NewID func() string
+	// HTTPClient performs every Daytona request; default a client with a
+	// pooled transport and no overall timeout (each call has its own).
+	HTTPClient *http.Client
 }
 
 // Worker serves the plugin's methods. Create it with New; it is safe for
 // concurrent use.
 type Worker struct {
-	host Host
-	log  zerolog.Logger
-	env  func(string) string
+	host  Host
+	log   zerolog.Logger
+	env   func(string) string
+	now   func() time.Time
+	newID func() string
+
+	clients clients
+	leases  *leases
 
 	methods map[string]methodFunc // built once in New; read-only after
 
@@ -53,7 +69,20 @@ func New(host Host, opts Options) *Worker {
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
 	}
-	w := &Worker{host: host, log: opts.Logger, env: opts.Getenv}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.NewID == nil {
+		opts.NewID = uuid.NewString
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	w := &Worker{
+		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID,
+		clients: clients{httpClient: opts.HTTPClient, byAccount: map[string]*daytona.Client{}},
+		leases:  newLeases(opts.Now),
+	}
 	w.methods = w.driverMethods()
 	return w
 }
@@ -127,7 +156,14 @@ type methodFunc func(ctx context.Context, params json.RawMessage) (any, error)
 // implemented; the rest of the advertised list answers -32004.
 func (w *Worker) driverMethods() map[string]methodFunc {
 	return map[string]methodFunc{
-		protocol.MethodEnvironmentValidateConfig: w.validateConfig,
+		protocol.MethodEnvironmentValidateConfig:   w.validateConfig,
+		protocol.MethodEnvironmentProbe:            w.probe,
+		protocol.MethodEnvironmentAcquireLease:     w.acquireLease,
+		protocol.MethodEnvironmentResumeLease:      w.resumeLease,
+		protocol.MethodEnvironmentReleaseLease:     w.releaseLease,
+		protocol.MethodEnvironmentStopLease:        w.stopLease,
+		protocol.MethodEnvironmentDestroyLease:     w.destroyLease,
+		protocol.MethodEnvironmentRealizeWorkspace: w.realizeWorkspace,
 	}
 }
 

@@ -129,12 +129,18 @@ func (b *syncBuffer) String() string {
 // -update, rewrites its expectations.
 func playTranscript(t *testing.T, path string, vars transcript.Vars, env []string, args ...string) {
 	t.Helper()
+	playTranscriptWithHooks(t, path, vars, nil, env, args...)
+}
+
+// playTranscriptWithHooks is playTranscript with {"hook": …} steps.
+func playTranscriptWithHooks(t *testing.T, path string, vars transcript.Vars, hooks map[string]func(transcript.Vars) error, env []string, args ...string) {
+	t.Helper()
 	steps, err := transcript.ParseFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := startWorker(t, env, args...)
-	player := &transcript.Player{Stdin: p.stdin, Stdout: p.stdout, Process: p, Vars: vars, Update: *update}
+	player := &transcript.Player{Stdin: p.stdin, Stdout: p.stdout, Process: p, Vars: vars, Update: *update, Hooks: hooks}
 	out, err := player.Play(steps)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)

@@ -15,6 +15,8 @@
 //	{"signal": "SIGTERM"}   send the worker a signal
 //	{"exit": 0}             the worker must exit with this code
 //	{"sleep_ms": 50}        pause
+//	{"hook": "name"}        run the test's hook of that name (e.g. change the
+//	                        emulator's state behind the worker's back)
 //
 // Expected worker messages are compared semantically (key order and
 // formatting do not matter) and may contain placeholders in string values:

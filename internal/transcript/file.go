@@ -20,6 +20,7 @@ type Step struct {
 	Signal     string            `json:"signal,omitempty"`
 	Exit       *int              `json:"exit,omitempty"`
 	SleepMs    int               `json:"sleep_ms,omitempty"`
+	Hook       string            `json:"hook,omitempty"`
 
 	// Comment holds a blank or '#' line verbatim; such steps do nothing.
 	Comment *string `json:"-"`
@@ -35,7 +36,7 @@ func (s Step) isExpectation() bool { return s.Worker != nil || s.Unordered != ni
 func (s Step) kinds() int {
 	n := 0
 	for _, set := range []bool{s.Host != nil, s.HostRaw != nil, s.Worker != nil, s.Unordered != nil,
-		s.CloseStdin, s.Signal != "", s.Exit != nil, s.SleepMs != 0} {
+		s.CloseStdin, s.Signal != "", s.Exit != nil, s.SleepMs != 0, s.Hook != ""} {
 		if set {
 			n++
 		}
@@ -62,7 +63,7 @@ func Parse(r io.Reader) ([]Step, error) {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		if s.kinds() != 1 {
-			return nil, fmt.Errorf("line %d: a step must have exactly one of host, host_raw, worker, unordered, close_stdin, signal, exit, sleep_ms", n)
+			return nil, fmt.Errorf("line %d: a step must have exactly one of host, host_raw, worker, unordered, close_stdin, signal, exit, sleep_ms, hook", n)
 		}
 		s.Line, s.text = n, trimmed
 		steps = append(steps, s)

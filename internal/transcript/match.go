@@ -85,7 +85,16 @@ func decode(raw []byte) (any, error) {
 // Match compares an actual message with an expected one (after variable
 // substitution) and returns the variables it captured.
 func Match(expected, actual []byte, vars Vars) (Vars, error) {
-	exp, err := Substitute(expected, vars)
+	// Captures may be used later in the same message ("sandboxId":"${LEASE}"
+	// after "providerLeaseId":"<capture:LEASE>"): bind them first.
+	merged := Vars{}
+	for k, v := range vars {
+		merged[k] = v
+	}
+	for k, v := range Capture(expected, actual, vars) {
+		merged[k] = v
+	}
+	exp, err := Substitute(expected, merged)
 	if err != nil {
 		return nil, err
 	}
@@ -284,4 +293,45 @@ func describe(v any) string {
 		return string(b[:max]) + "…"
 	}
 	return string(b)
+}
+
+// Capture binds the "<capture:NAME>" placeholders of expected from actual
+// wherever the two line up, even where other parts no longer match. Update
+// mode uses it so captures keep working while expectations are rewritten.
+func Capture(expected, actual []byte, vars Vars) Vars {
+	out := Vars{}
+	e, err1 := decode(expected)
+	a, err2 := decode(actual)
+	if err1 != nil || err2 != nil {
+		return out
+	}
+	var walk func(e, a any)
+	walk = func(e, a any) {
+		switch e := e.(type) {
+		case string:
+			if m := placeholder.FindStringSubmatch(e); m != nil && m[0] == e && strings.HasPrefix(m[1], "capture:") {
+				if raw, err := json.Marshal(a); err == nil {
+					out[strings.TrimPrefix(m[1], "capture:")] = raw
+				}
+			}
+		case map[string]any:
+			if am, ok := a.(map[string]any); ok {
+				for k, v := range e {
+					if av, ok := am[k]; ok {
+						walk(v, av)
+					}
+				}
+			}
+		case []any:
+			if aa, ok := a.([]any); ok {
+				for i := range e {
+					if i < len(aa) {
+						walk(e[i], aa[i])
+					}
+				}
+			}
+		}
+	}
+	walk(e, a)
+	return out
 }

@@ -36,6 +36,8 @@ type Player struct {
 	Quiet time.Duration
 	// Observe, if set, sees each line as it crosses (for printing).
 	Observe func(fromHost bool, line []byte)
+	// Hooks are the actions {"hook": name} steps run, with the variables.
+	Hooks map[string]func(vars Vars) error
 
 	lines chan lineOrErr
 }
@@ -203,6 +205,15 @@ func (p *Player) play(steps []Step) ([]Step, error) {
 		case s.SleepMs > 0:
 			time.Sleep(time.Duration(s.SleepMs) * time.Millisecond)
 			out = append(out, s)
+		case s.Hook != "":
+			hook, ok := p.Hooks[s.Hook]
+			if !ok {
+				return fail(fmt.Errorf("no hook named %q", s.Hook))
+			}
+			if err := hook(p.Vars); err != nil {
+				return fail(fmt.Errorf("hook %s: %w", s.Hook, err))
+			}
+			out = append(out, s)
 		}
 	}
 	if !exited {
@@ -337,17 +348,16 @@ func (p *Player) observe(requestID json.RawMessage, old []Step) ([]Step, error) 
 		if i < len(oldMsgs) {
 			prev = oldMsgs[i]
 		}
+		// Keep captures working for later host lines (and let this line's
+		// own captures generalize its other values).
+		if prev != nil {
+			for k, v := range Capture(prev, line, p.Vars) {
+				p.Vars[k] = v
+			}
+		}
 		g, err := Generalize(line, prev, p.Vars)
 		if err != nil {
 			return nil, fmt.Errorf("worker wrote a line that is not JSON: %s", truncate(line))
-		}
-		// Keep captures working for later host lines.
-		if prev != nil {
-			if captured, err := Match(prev, line, p.Vars); err == nil {
-				for k, v := range captured {
-					p.Vars[k] = v
-				}
-			}
 		}
 		steps = append(steps, Step{Worker: g})
 	}

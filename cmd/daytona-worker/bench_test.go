@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const initializeLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"manifest":{},"config":{},"instanceInfo":{"instanceId":"bench","hostVersion":"1"},"apiVersion":1}}` + "\n"
+
+type benchProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func startBenchWorker(b *testing.B) *benchProc {
+	b.Helper()
+	cmd := exec.Command(workerBin)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	return &benchProc{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20)}
+}
+
+func (p *benchProc) initialize(b *testing.B) {
+	b.Helper()
+	if _, err := io.WriteString(p.stdin, initializeLine); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // the ready log, then the reply
+		if _, err := p.out.ReadString('\n'); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func (p *benchProc) stop() {
+	p.stdin.Close()
+	_ = p.cmd.Wait()
+}
+
+// BenchmarkColdStart measures process start to the initialize reply.
+func BenchmarkColdStart(b *testing.B) {
+	durations := make([]time.Duration, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		p := startBenchWorker(b)
+		p.initialize(b)
+		durations = append(durations, time.Since(start))
+		b.StopTimer()
+		p.stop()
+		b.StartTimer()
+	}
+	sort.Slice(durations, func(i, j int) bool { return durations[i] < durations[j] })
+	b.ReportMetric(float64(durations[len(durations)/2].Microseconds())/1000, "ms-median")
+	b.ReportMetric(float64(durations[len(durations)*99/100].Microseconds())/1000, "ms-p99")
+}
+
+// BenchmarkIdleRSS reports the resident memory of an initialized, idle worker.
+func BenchmarkIdleRSS(b *testing.B) {
+	var peak, rss float64
+	for i := 0; i < b.N; i++ {
+		p := startBenchWorker(b)
+		p.initialize(b)
+		io.WriteString(p.stdin, `{"jsonrpc":"2.0","id":2,"method":"health"}`+"\n")
+		p.out.ReadString('\n')
+		time.Sleep(50 * time.Millisecond)
+		hwm, cur := procMemory(b, p.cmd.Process.Pid)
+		peak, rss = max(peak, hwm), max(rss, cur)
+		p.stop()
+	}
+	b.ReportMetric(peak, "MiB-peak-rss")
+	b.ReportMetric(rss, "MiB-rss")
+}
+
+// BenchmarkHealthRoundTrips pipelines health requests through one worker.
+func BenchmarkHealthRoundTrips(b *testing.B) {
+	p := startBenchWorker(b)
+	defer p.stop()
+	p.initialize(b)
+	b.ResetTimer()
+	start := time.Now()
+	go func() {
+		w := bufio.NewWriterSize(p.stdin, 1<<16)
+		for i := 0; i < b.N; i++ {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%d,"method":"health","params":{}}`+"\n", i+10)
+		}
+		w.Flush()
+	}()
+	for i := 0; i < b.N; i++ {
+		if _, err := p.out.ReadString('\n'); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "roundtrips/s")
+	hwm, _ := procMemory(b, p.cmd.Process.Pid)
+	b.ReportMetric(hwm, "MiB-peak-rss")
+}
+
+// BenchmarkHealthLatency sends one request at a time.
+func BenchmarkHealthLatency(b *testing.B) {
+	p := startBenchWorker(b)
+	defer p.stop()
+	p.initialize(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		io.WriteString(p.stdin, `{"jsonrpc":"2.0","id":5,"method":"health","params":{}}`+"\n")
+		if _, err := p.out.ReadString('\n'); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// procMemory returns VmHWM and VmRSS of pid in MiB.
+func procMemory(b *testing.B, pid int) (hwm, rss float64) {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Skip("no /proc on this system")
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(fields[1], 64)
+		switch fields[0] {
+		case "VmHWM:":
+			hwm = kb / 1024
+		case "VmRSS:":
+			rss = kb / 1024
+		}
+	}
+	return hwm, rss
+}

@@ -1,0 +1,255 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+// cleanupGrace bounds the deletion of a sandbox whose acquisition failed. It
+// runs after the acquire budget, inside the 30 s the host adds to it.
+const cleanupGrace = 20 * time.Second
+
+// leaseResult is an acquired or resumed lease as the worker returns it:
+// expiresAt is written on acquire (null when there is none), left out on resume.
+type leaseResult struct {
+	ProviderLeaseID *string        `json:"providerLeaseId"`
+	ExpiresAt       *expiresAt     `json:"expiresAt,omitempty"`
+	Metadata        map[string]any `json:"metadata"`
+}
+
+// expiresAt encodes an optional ISO time as a string or null.
+type expiresAt struct{ value string }
+
+func (e expiresAt) MarshalJSON() ([]byte, error) {
+	if e.value == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(e.value)
+}
+
+// acquireLease creates a sandbox for a run: workspace folder, shell, expiry,
+// sentinel, then the lease. One budget (timeoutMs) covers every step; a
+// failure after the sandbox exists deletes it, and a creation whose outcome
+// is unknown is reported with the creation-cleanup envelope.
+func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p protocol.AcquireLeaseParams
+	if err := decodeParams(protocol.MethodEnvironmentAcquireLease, raw, &p); err != nil {
+		return nil, err
+	}
+	rc, err := decodeRawConfig(p.Config)
+	if err != nil {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentAcquireLease, err)
+	}
+	cfg := parseDriverConfig(rc)
+	if msg := cfg.runtimeResourceError(); msg != "" {
+		return nil, errors.New(msg)
+	}
+	client, account, err := w.client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	budget := time.Duration(cfg.TimeoutMs) * time.Millisecond
+	secs := timeoutSeconds(cfg.TimeoutMs)
+	bctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+
+	attempt := w.newID()
+	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID,
+		reuseLease: cfg.ReuseLease, runID: p.RunID, attemptID: attempt})
+	a := &acquisition{w: w, client: client, params: p, cfg: cfg, account: account, attempt: attempt,
+		name: createNamePrefix + attempt, labels: labels, budget: budget, parent: ctx}
+
+	sbx, err := client.Create(bctx, createParams(cfg, a.name, labels))
+	if err != nil {
+		return nil, a.createFailed(bctx, err)
+	}
+	a.sandboxID = sbx.ID
+	if sbx.State != daytona.StateStarted {
+		got, err := client.WaitUntilStarted(bctx, sbx.ID, budget)
+		if err != nil {
+			return nil, a.failAfterCreate(bctx, "create", err)
+		}
+		sbx = got
+	}
+
+	tb := client.Toolbox(sbx)
+	remoteCwd, err := resolveWorkingDirectory(bctx, tb)
+	if err != nil {
+		return nil, a.failAfterCreate(bctx, "workspace", err)
+	}
+	shell := detectShell(bctx, tb, secs)
+	expiry, err := w.configureExpiry(bctx, client, sbx, p.RequestedExpiresAt)
+	if err != nil {
+		return nil, a.failAfterCreate(bctx, "expiry", err)
+	}
+	if expiry.sandbox != nil {
+		sbx = expiry.sandbox
+	}
+	sent, err := writeSentinel(bctx, tb, remoteCwd, p, cfg, w.now())
+	if err != nil {
+		return nil, a.failAfterCreate(bctx, "sentinel", err)
+	}
+
+	sc := scope{driverKey: p.DriverKey, companyID: p.CompanyID, environmentID: p.EnvironmentID,
+		providerLeaseID: sbx.ID, config: cfg, account: account}
+	w.leases.open(sc.key())
+	if err := w.leases.seedHandle(sc, sbx); err != nil {
+		return nil, a.failAfterCreate(bctx, "handle", err)
+	}
+	id := sbx.ID
+	return leaseResult{
+		ProviderLeaseID: &id,
+		ExpiresAt:       &expiresAt{value: expiry.at},
+		Metadata: leaseMetadata(leaseMetadataInput{cfg: cfg, sandbox: sbx, shellCommand: shell,
+			remoteCwd: remoteCwd, sentinel: &sent}),
+	}, nil
+}
+
+// acquisition is one acquire attempt, for its failure paths.
+type acquisition struct {
+	w         *Worker
+	client    *daytona.Client
+	params    protocol.AcquireLeaseParams
+	cfg       DriverConfig
+	account   string
+	attempt   string
+	name      string
+	labels    map[string]string
+	budget    time.Duration
+	parent    context.Context
+	sandboxID string
+}
+
+// phaseError words a failure of one acquisition phase; a budget overrun
+// says so in the plugin's terms.
+func (a *acquisition) phaseError(bctx context.Context, phase string, err error) error {
+	if errors.Is(bctx.Err(), context.DeadlineExceeded) && a.parent.Err() == nil {
+		return fmt.Errorf("Daytona lease acquisition exceeded %d ms during %s (timed out): %w", a.budget.Milliseconds(), phase, err)
+	}
+	return err
+}
+
+// cleanupContext outlives the acquire budget (and the caller's cancellation)
+// just long enough to delete what was created.
+func (a *acquisition) cleanupContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(a.parent), cleanupGrace)
+}
+
+// failAfterCreate deletes the sandbox this attempt created. If the delete
+// itself fails, the host gets the envelope so it can retry the cleanup.
+func (a *acquisition) failAfterCreate(bctx context.Context, phase string, cause error) error {
+	err := a.phaseError(bctx, phase, cause)
+	cctx, cancel := a.cleanupContext()
+	defer cancel()
+	if derr := deleteSandbox(cctx, a.client, a.sandboxID, false, cleanupGrace); derr != nil {
+		a.w.log.Warn().Str("sandbox", a.sandboxID).Err(derr).Msg("cannot delete the sandbox of a failed acquisition")
+		return a.envelope(err, a.sandboxID, "")
+	}
+	return err
+}
+
+// createFailed handles a create call that failed. A definite refusal (a 4xx
+// other than a timeout) created nothing. Otherwise the sandbox may exist:
+// look it up by its attempt name and delete it; when that cannot be
+// confirmed, the host gets the envelope to clean up later.
+func (a *acquisition) createFailed(bctx context.Context, cause error) error {
+	err := a.phaseError(bctx, "create", cause)
+	if definitelyNotCreated(cause) {
+		return err
+	}
+	cctx, cancel := a.cleanupContext()
+	defer cancel()
+	sbx, gerr := a.client.Get(cctx, a.name)
+	switch {
+	case errors.Is(gerr, daytona.ErrNotFound):
+		// Not there yet is not proof it never will be: the request may
+		// still be in flight at the provider.
+		return a.envelope(err, a.name, "")
+	case gerr != nil:
+		return a.envelope(err, a.name, "")
+	case sbx.Labels[labelCreateAttempt] != a.attempt:
+		// Someone else's sandbox under our name cannot happen with a fresh
+		// uuid; never delete what is not provably ours.
+		return err
+	}
+	if derr := deleteSandbox(cctx, a.client, sbx.ID, false, cleanupGrace); derr != nil {
+		return a.envelope(err, a.name, sbx.ID)
+	}
+	return err
+}
+
+// definitelyNotCreated reports a create refusal that proves no sandbox exists.
+func definitelyNotCreated(err error) bool {
+	var ae *daytona.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	return ae.StatusCode >= 400 && ae.StatusCode < 500 &&
+		ae.StatusCode != http.StatusRequestTimeout && ae.StatusCode != http.StatusConflict
+}
+
+func (a *acquisition) envelope(cause error, providerLeaseID, observed string) error {
+	return &protocol.CreationCleanupError{
+		Message: cause.Error() + "; allocation cleanup is pending",
+		Cleanup: protocol.CreationCleanup{
+			ProviderLeaseID: providerLeaseID, ObservedProviderLeaseID: observed,
+			CompanyID: a.params.CompanyID, EnvironmentID: a.params.EnvironmentID, RunID: a.params.RunID,
+			AttemptID: a.attempt, AccountFingerprint: a.account, Labels: a.labels,
+		},
+	}
+}
+
+type expiry struct {
+	at      string
+	sandbox *daytona.Sandbox
+}
+
+// configureExpiry is the plugin's configureSandboxExpiry: a TTL in whole
+// minutes, rounded down so the provider destroys the sandbox at or before the
+// requested deadline, and the provider's own destroy time read back. No TTL
+// (and no expiry) when nothing was requested or less than a minute remains.
+func (w *Worker) configureExpiry(ctx context.Context, client *daytona.Client, sbx *daytona.Sandbox, requested *string) (expiry, error) {
+	if requested == nil {
+		return expiry{}, nil
+	}
+	deadline, ok := parseJSDate(*requested)
+	if !ok {
+		return expiry{}, nil
+	}
+	minutes := int(deadline.Sub(w.now()) / time.Minute)
+	if deadline.Before(w.now()) || minutes < 1 {
+		return expiry{}, nil
+	}
+	if _, err := client.SetTTL(ctx, sbx.ID, minutes); err != nil {
+		return expiry{}, err
+	}
+	fresh, err := client.Get(ctx, sbx.ID)
+	if err != nil {
+		return expiry{}, err
+	}
+	// The provider's own destroy time is the evidence the host wants; pass it
+	// through as Daytona wrote it, but only if it is a valid time.
+	at := strings.TrimSpace(fresh.AutoDestroyAt)
+	if _, ok := fresh.AutoDestroyTime(); !ok {
+		at = ""
+	}
+	return expiry{at: at, sandbox: fresh}, nil
+}
+
+// parseJSDate accepts the ISO forms Date.parse does in practice.
+func parseJSDate(s string) (time.Time, bool) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}

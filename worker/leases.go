@@ -1,0 +1,449 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+)
+
+// leases holds every piece of per-lease state the worker keeps, keyed by
+// scope.key(): the sandbox handle cache, the teardown and activity gates,
+// the admission tombstone and the persistent session id. One mutex guards
+// the table; nothing blocks while holding it.
+type leases struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]*leaseEntry
+}
+
+type leaseEntry struct {
+	handle   *handle
+	teardown *gate
+	activity *gate
+	// closed is the admission tombstone: set by release/stop/destroy, cleared
+	// by acquire/resume. While set, new activity is refused.
+	closed   bool
+	closedAt time.Time
+
+	sessionID     string
+	sessionFlight *flight[string]
+}
+
+func newLeases(now func() time.Time) *leases {
+	return &leases{now: now, entries: map[string]*leaseEntry{}}
+}
+
+// entryLocked returns the entry for key, creating it. l.mu must be held.
+func (l *leases) entryLocked(key string) *leaseEntry {
+	e := l.entries[key]
+	if e == nil {
+		e = &leaseEntry{}
+		l.entries[key] = e
+	}
+	return e
+}
+
+// forgetIfIdleLocked drops an entry that holds nothing. l.mu must be held.
+func (l *leases) forgetIfIdleLocked(key string, e *leaseEntry) {
+	if e.handle == nil && e.teardown == nil && e.activity == nil && !e.closed &&
+		e.sessionID == "" && e.sessionFlight == nil {
+		delete(l.entries, key)
+	}
+}
+
+// tombstoneTTL bounds how long a closed lease's tombstone is remembered; a
+// host never comes back to a released lease days later, and the table must
+// not grow without bound in a long-lived worker.
+const tombstoneTTL = 24 * time.Hour
+
+func (l *leases) pruneTombstonesLocked(now time.Time) {
+	for k, e := range l.entries {
+		if e.closed && now.Sub(e.closedAt) > tombstoneTTL && e.teardown == nil && e.activity == nil {
+			e.closed = false
+			l.forgetIfIdleLocked(k, e)
+		}
+	}
+}
+
+// ---- gates ----
+
+// gate is a reference-counted latch: done closes when the last holder ends.
+type gate struct {
+	refs int
+	done chan struct{}
+}
+
+func (l *leases) beginTeardown(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entryLocked(key)
+	if e.teardown == nil {
+		e.teardown = &gate{done: make(chan struct{})}
+	}
+	e.teardown.refs++
+}
+
+func (l *leases) endTeardown(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entries[key]
+	if e == nil || e.teardown == nil {
+		return
+	}
+	e.teardown.refs--
+	if e.teardown.refs == 0 {
+		close(e.teardown.done)
+		e.teardown = nil
+		l.forgetIfIdleLocked(key, e)
+	}
+}
+
+// activityActive reports whether any activity holds the lease.
+func (l *leases) activityActive(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entries[key]
+	return e != nil && e.activity != nil
+}
+
+// waitForIdle waits until no activity holds the lease, or ctx ends.
+func (l *leases) waitForIdle(ctx context.Context, key string) error {
+	l.mu.Lock()
+	e := l.entries[key]
+	var done chan struct{}
+	if e != nil && e.activity != nil {
+		done = e.activity.done
+	}
+	l.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errLeaseInactive is returned for activity on a lease whose admission is
+// closed, with the plugin's exact message.
+type errLeaseInactive struct{ providerLeaseID string }
+
+func (e *errLeaseInactive) Error() string {
+	return fmt.Sprintf("Daytona sandbox lease %s is no longer active.", e.providerLeaseID)
+}
+
+// withActivity runs fn as activity on the lease: it waits out any teardown in
+// progress, refuses a closed lease (unless allowClosed), and holds the
+// activity gate while fn runs so that a graceful teardown waits for it.
+func (l *leases) withActivity(ctx context.Context, sc scope, allowClosed bool, fn func() (any, error)) (any, error) {
+	key := sc.key()
+	for {
+		l.mu.Lock()
+		e := l.entryLocked(key)
+		if !allowClosed && e.closed {
+			l.mu.Unlock()
+			return nil, &errLeaseInactive{sc.providerLeaseID}
+		}
+		if td := e.teardown; td != nil {
+			l.mu.Unlock()
+			select {
+			case <-td.done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if e.activity == nil {
+			e.activity = &gate{done: make(chan struct{})}
+		}
+		e.activity.refs++
+		l.mu.Unlock()
+		break
+	}
+	defer func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		e := l.entries[key]
+		e.activity.refs--
+		if e.activity.refs == 0 {
+			close(e.activity.done)
+			e.activity = nil
+			l.forgetIfIdleLocked(key, e)
+		}
+	}()
+	return fn()
+}
+
+// ---- admission ----
+
+func (l *leases) open(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entryLocked(key)
+	e.closed = false
+}
+
+func (l *leases) close(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	l.pruneTombstonesLocked(now)
+	e := l.entryLocked(key)
+	e.closed, e.closedAt = true, now
+}
+
+func (l *leases) isClosed(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entries[key]
+	return e != nil && e.closed
+}
+
+// ---- handle cache ----
+
+// handle is one cached sandbox. The sandbox value is refreshed in place so
+// every holder sees the latest provider state, as the SDK's Sandbox object.
+type handle struct {
+	ready chan struct{} // closed when the first fetch settles
+	err   error         // the first fetch's error; set before ready closes
+
+	mu         sync.Mutex
+	sandbox    *daytona.Sandbox
+	verifiedAt time.Time
+}
+
+func (h *handle) snapshot() *daytona.Sandbox {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := *h.sandbox
+	return &s
+}
+
+func (h *handle) update(s *daytona.Sandbox) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sandbox = s
+}
+
+// errHandleMismatch is the plugin's fail-closed check that a handle belongs
+// to the lease that asked for it.
+func errHandleMismatch(got, want string) error {
+	return fmt.Errorf("Daytona sandbox handle mismatch: handle %s does not belong to lease %s.", got, want)
+}
+
+// getHandle returns the cached handle for the lease, fetching it on a miss.
+// Concurrent misses share one fetch. hit reports whether the cache served
+// it. A failed fetch is never cached.
+func (l *leases) getHandle(ctx context.Context, sc scope, fetch func(ctx context.Context) (*daytona.Sandbox, error)) (h *handle, hit bool, err error) {
+	key := sc.key()
+	l.mu.Lock()
+	e := l.entryLocked(key)
+	if e.handle != nil {
+		h = e.handle
+		l.mu.Unlock()
+		select {
+		case <-h.ready:
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
+		}
+		if h.err != nil {
+			return nil, true, h.err
+		}
+		if id := h.snapshot().ID; id != sc.providerLeaseID {
+			l.evictHandle(key, h)
+			return nil, true, errHandleMismatch(id, sc.providerLeaseID)
+		}
+		return h, true, nil
+	}
+	h = &handle{ready: make(chan struct{}), verifiedAt: l.now()}
+	e.handle = h
+	l.mu.Unlock()
+
+	sbx, err := fetch(ctx)
+	if err == nil && sbx.ID != sc.providerLeaseID {
+		err = errHandleMismatch(sbx.ID, sc.providerLeaseID)
+	}
+	if err != nil {
+		h.err = err
+		close(h.ready)
+		l.evictHandle(key, h)
+		return nil, false, err
+	}
+	h.sandbox = sbx
+	close(h.ready)
+	return h, false, nil
+}
+
+// seedHandle caches a sandbox the caller already holds (fresh from create).
+func (l *leases) seedHandle(sc scope, sbx *daytona.Sandbox) error {
+	if sbx.ID != sc.providerLeaseID {
+		return errHandleMismatch(sbx.ID, sc.providerLeaseID)
+	}
+	h := &handle{ready: make(chan struct{}), sandbox: sbx, verifiedAt: l.now()}
+	close(h.ready)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entryLocked(sc.key()).handle = h
+	return nil
+}
+
+// evictHandle drops the cached handle for key; with h set, only if it is
+// still that handle (a newer one must not be clobbered).
+func (l *leases) evictHandle(key string, h *handle) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entries[key]
+	if e == nil || e.handle == nil || (h != nil && e.handle != h) {
+		return
+	}
+	e.handle = nil
+	l.forgetIfIdleLocked(key, e)
+}
+
+// markFresh records that the lease's handle was just confirmed live.
+func (l *leases) markFresh(key string) {
+	l.mu.Lock()
+	e := l.entries[key]
+	var h *handle
+	if e != nil {
+		h = e.handle
+	}
+	l.mu.Unlock()
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.verifiedAt = l.now()
+	h.mu.Unlock()
+}
+
+// stale reports whether the handle has gone unconfirmed for at least half
+// the auto-stop interval, so its "started" state may be out of date.
+func (l *leases) stale(h *handle, autoStopMinutes float64) bool {
+	if autoStopMinutes <= 0 {
+		return false
+	}
+	threshold := time.Duration(autoStopMinutes*60_000*0.5) * time.Millisecond
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return l.now().Sub(h.verifiedAt) >= threshold
+}
+
+// findByProviderLeaseID returns any cached sandbox with that id (login PTY
+// and duplex opens carry only the provider lease id).
+func (l *leases) findByProviderLeaseID(id string) *handle {
+	if id == "" {
+		return nil
+	}
+	l.mu.Lock()
+	var candidates []*handle
+	for _, e := range l.entries {
+		if e.handle != nil {
+			candidates = append(candidates, e.handle)
+		}
+	}
+	l.mu.Unlock()
+	for _, h := range candidates {
+		select {
+		case <-h.ready:
+		default:
+			continue // still fetching; cannot vouch for it yet
+		}
+		if h.err == nil && h.snapshot().ID == id {
+			return h
+		}
+	}
+	return nil
+}
+
+// ---- persistent session ids ----
+
+func (l *leases) sessionID(key string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.entries[key]; e != nil {
+		return e.sessionID
+	}
+	return ""
+}
+
+// takeSessionID clears and returns the lease's session id, so a late
+// teardown cannot clear a session opened after it.
+func (l *leases) takeSessionID(key string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entries[key]
+	if e == nil {
+		return ""
+	}
+	id := e.sessionID
+	e.sessionID = ""
+	l.forgetIfIdleLocked(key, e)
+	return id
+}
+
+// sessionOrCreate returns the lease's session id, creating the session once
+// for concurrent first commands.
+func (l *leases) sessionOrCreate(ctx context.Context, key string, create func(ctx context.Context) (string, error)) (string, error) {
+	l.mu.Lock()
+	e := l.entryLocked(key)
+	if e.sessionID != "" {
+		id := e.sessionID
+		l.mu.Unlock()
+		return id, nil
+	}
+	f := e.sessionFlight
+	leader := f == nil
+	if leader {
+		f = newFlight[string]()
+		e.sessionFlight = f
+	}
+	l.mu.Unlock()
+
+	if !leader {
+		return f.wait(ctx)
+	}
+	id, err := create(ctx)
+	l.mu.Lock()
+	e = l.entryLocked(key)
+	if err == nil {
+		e.sessionID = id
+	}
+	e.sessionFlight = nil
+	l.mu.Unlock()
+	f.settle(id, err)
+	return id, err
+}
+
+// flight is one in-progress computation that others can wait for.
+type flight[T any] struct {
+	done chan struct{}
+	v    T
+	err  error
+}
+
+func newFlight[T any]() *flight[T] { return &flight[T]{done: make(chan struct{})} }
+
+func (f *flight[T]) settle(v T, err error) {
+	f.v, f.err = v, err
+	close(f.done)
+}
+
+func (f *flight[T]) wait(ctx context.Context) (T, error) {
+	select {
+	case <-f.done:
+		return f.v, f.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+var errNoProviderLease = errors.New("no provider lease id")

@@ -1,0 +1,306 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+const (
+	providerName             = "daytona"
+	sentinelRelativePath     = ".paperclip-runtime/reusable-sandbox-lease.json"
+	labelProvider            = "paperclip-provider"
+	labelCompany             = "paperclip-company-id"
+	labelEnvironment         = "paperclip-environment-id"
+	labelReuse               = "paperclip-reuse-lease"
+	labelRun                 = "paperclip-run-id"
+	labelSetupSession        = "paperclip-setup-session-id"
+	labelPurpose             = "paperclip-purpose"
+	labelCreateAttempt       = "paperclip-create-attempt"
+	createNamePrefix         = "paperclip-create-"
+	sentinelResultWritten    = "written"
+	sentinelResultSkipped    = "skipped"
+	sentinelResultMatched    = "matched"
+	sentinelResultMissing    = "missing"
+	sentinelResultMismatched = "mismatch"
+)
+
+// labelInput is what the plugin's buildSandboxLabels takes, plus the create
+// attempt that makes an uncertain creation findable.
+type labelInput struct {
+	companyID, environmentID string
+	reuseLease               bool
+	runID, setupSessionID    string
+	purpose, attemptID       string
+}
+
+func buildLabels(in labelInput) map[string]string {
+	labels := map[string]string{
+		labelProvider:    providerName,
+		labelCompany:     in.companyID,
+		labelEnvironment: in.environmentID,
+		labelReuse:       "false",
+	}
+	if in.reuseLease {
+		labels[labelReuse] = "true"
+	}
+	if in.runID != "" {
+		labels[labelRun] = in.runID
+	}
+	if in.setupSessionID != "" {
+		labels[labelSetupSession] = in.setupSessionID
+	}
+	if in.purpose != "" {
+		labels[labelPurpose] = in.purpose
+	}
+	if in.attemptID != "" {
+		labels[labelCreateAttempt] = in.attemptID
+	}
+	return labels
+}
+
+// createParams is the plugin's buildCreateParams: an image brings resources,
+// a snapshot (or the default) does not.
+func createParams(cfg DriverConfig, name string, labels map[string]string) daytona.CreateParams {
+	intp := func(f float64) *int { n := int(f); return &n }
+	p := daytona.CreateParams{
+		Name:                name,
+		Labels:              labels,
+		AutoStopInterval:    intp(cfg.AutoStopInterval),
+		AutoArchiveInterval: intp(cfg.AutoArchiveInterval),
+		AutoDeleteInterval:  intp(cfg.AutoDeleteInterval),
+	}
+	if cfg.Language != nil {
+		p.Language = *cfg.Language
+	}
+	if cfg.Image != nil {
+		p.Image = *cfg.Image
+		if cfg.hasResourceRequest() {
+			r := &daytona.Resources{}
+			for _, x := range []struct {
+				v   *float64
+				dst *int
+			}{{cfg.CPU, &r.CPU}, {cfg.Memory, &r.Memory}, {cfg.Disk, &r.Disk}, {cfg.GPU, &r.GPU}} {
+				if x.v != nil {
+					*x.dst = int(*x.v)
+				}
+			}
+			p.Resources = r
+		}
+		return p
+	}
+	if cfg.Snapshot != nil {
+		p.Snapshot = *cfg.Snapshot
+	}
+	return p
+}
+
+// sentinel is the workspace identity proof a lease carries.
+type sentinel struct {
+	Path            string  `json:"path"`
+	Token           *string `json:"token"`
+	Result          string  `json:"result"`
+	RunID           string  `json:"runId,omitempty"`
+	ProviderLeaseID string  `json:"providerLeaseId,omitempty"`
+}
+
+func sentinelPath(remoteCwd string) string { return path.Join(remoteCwd, sentinelRelativePath) }
+
+// sentinelToken is the plugin's workspaceSentinelToken: the sha256 of the
+// stable JSON of the lease identity, or none when the lease is not reusable
+// or lacks an agent and a workspace or issue.
+func sentinelToken(p protocol.AcquireLeaseParams, cfg DriverConfig) (string, bool) {
+	if !cfg.ReuseLease || p.AgentID == "" || (p.ExecutionWorkspaceID == nil || *p.ExecutionWorkspaceID == "") && (p.IssueID == nil || *p.IssueID == "") {
+		return "", false
+	}
+	identity := map[string]any{
+		"provider":             providerName,
+		"companyId":            p.CompanyID,
+		"environmentId":        p.EnvironmentID,
+		"agentId":              p.AgentID,
+		"executionWorkspaceId": nilIfNil(p.ExecutionWorkspaceID),
+		"adapterType":          nilIfEmpty(p.AdapterType),
+		"image":                cfg.Image,
+		"snapshot":             cfg.Snapshot,
+		"target":               cfg.Target,
+		"cpu":                  cfg.CPU,
+		"memory":               cfg.Memory,
+		"disk":                 cfg.Disk,
+		"gpu":                  cfg.GPU,
+	}
+	if p.ExecutionWorkspaceID == nil || *p.ExecutionWorkspaceID == "" {
+		identity["projectlessIssueId"] = nilIfNil(p.IssueID)
+	}
+	sum := sha256.Sum256([]byte(stableStringify(identity)))
+	return hex.EncodeToString(sum[:]), true
+}
+
+func nilIfNil(s *string) any {
+	if s == nil {
+		return nil
+	}
+	return *s
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// sentinelFile renders the sentinel file as the plugin writes it
+// (JSON.stringify(…, null, 2), members in the plugin's order, undefined
+// members omitted).
+func sentinelFile(p protocol.AcquireLeaseParams, token string, now time.Time) []byte {
+	type field struct {
+		k string
+		v any
+	}
+	fields := []field{{"version", 1}, {"token", token}, {"companyId", p.CompanyID}, {"environmentId", p.EnvironmentID}}
+	if p.AgentID != "" {
+		fields = append(fields, field{"agentId", p.AgentID})
+	}
+	if p.ExecutionWorkspaceID != nil {
+		fields = append(fields, field{"executionWorkspaceId", *p.ExecutionWorkspaceID})
+	}
+	if p.ExecutionWorkspaceID == nil || *p.ExecutionWorkspaceID == "" {
+		fields = append(fields, field{"projectlessIssueId", nilIfNil(p.IssueID)})
+	}
+	fields = append(fields,
+		field{"adapterType", nilIfEmpty(p.AdapterType)},
+		field{"provider", providerName},
+		field{"writtenAt", now.UTC().Format("2006-01-02T15:04:05.000Z")},
+	)
+	var b bytes.Buffer
+	b.WriteString("{\n")
+	for i, f := range fields {
+		b.WriteString("  " + jsonString(f.k) + ": ")
+		switch v := f.v.(type) {
+		case string:
+			b.WriteString(jsonString(v))
+		case nil:
+			b.WriteString("null")
+		case int:
+			b.WriteString(jsNumberString(float64(v)))
+		}
+		if i < len(fields)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("}")
+	return b.Bytes()
+}
+
+// writeSentinel is the plugin's writeWorkspaceSentinel.
+func writeSentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, p protocol.AcquireLeaseParams, cfg DriverConfig, now time.Time) (sentinel, error) {
+	sp := sentinelPath(remoteCwd)
+	token, ok := sentinelToken(p, cfg)
+	if !ok {
+		return sentinel{Path: sp, Result: sentinelResultSkipped}, nil
+	}
+	if err := tb.CreateFolder(ctx, path.Dir(sp), "755"); err != nil {
+		return sentinel{}, err
+	}
+	if err := tb.UploadFile(ctx, sp, bytes.NewReader(sentinelFile(p, token, now))); err != nil {
+		return sentinel{}, err
+	}
+	return sentinel{Path: sp, Token: &token, Result: sentinelResultWritten}, nil
+}
+
+// verifySentinel is the plugin's verifyWorkspaceSentinel: the token the host
+// stored must be in the sandbox's sentinel file.
+func verifySentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, leaseMetadata map[string]any, timeoutSecs int) (sentinel, error) {
+	stored, _ := leaseMetadata["workspaceSentinel"].(map[string]any)
+	sp := sentinelPath(remoteCwd)
+	if p, ok := stored["path"].(string); ok {
+		sp = p
+	}
+	expected, ok := stored["token"].(string)
+	if !ok {
+		return sentinel{Path: sp, Result: sentinelResultMissing}, nil
+	}
+	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: "cat " + shellQuote(sp), Timeout: time.Duration(timeoutSecs) * time.Second})
+	if err != nil {
+		return sentinel{}, err
+	}
+	out := sentinel{Path: sp, Token: &expected, Result: sentinelResultMissing}
+	if res.ExitCode != 0 {
+		return out, nil
+	}
+	var file struct {
+		Token *string `json:"token"`
+	}
+	if json.Unmarshal([]byte(res.Result), &file) == nil && file.Token != nil && *file.Token == expected {
+		out.Result = sentinelResultMatched
+	} else {
+		out.Result = sentinelResultMismatched
+	}
+	return out, nil
+}
+
+// shellQuote is the plugin's shellQuote: single quotes, with each embedded
+// quote written as '"'"'.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+// leaseMetadataInput feeds leaseMetadata.
+type leaseMetadataInput struct {
+	cfg              DriverConfig
+	sandbox          *daytona.Sandbox
+	shellCommand     string
+	remoteCwd        string
+	resumed          bool
+	resumedFromState string
+	sandboxState     string
+	sentinel         *sentinel
+}
+
+// leaseMetadata is the plugin's leaseMetadata: exactly its keys. It never
+// carries pluginId, agentId or a config key with a changed value (the host
+// merges it over its own keys).
+func leaseMetadata(in leaseMetadataInput) map[string]any {
+	state := in.sandboxState
+	if state == "" {
+		state = string(in.sandbox.State)
+	}
+	m := map[string]any{
+		"provider":     providerName,
+		"shellCommand": in.shellCommand,
+		"sandboxId":    in.sandbox.ID,
+		"sandboxName":  in.sandbox.Name,
+		"sandboxState": nilIfEmpty(state),
+		"image":        in.cfg.Image,
+		"snapshot":     in.cfg.Snapshot,
+		"target":       nilIfEmpty(in.sandbox.Target),
+		"timeoutMs":    in.cfg.TimeoutMs,
+		"reuseLease":   in.cfg.ReuseLease,
+		"remoteCwd":    in.remoteCwd,
+		"resumedLease": in.resumed,
+	}
+	if in.cfg.ArchiveOnRelease {
+		m["archiveOnRelease"] = true
+	}
+	if in.resumed {
+		m["resumedFromState"] = nilIfEmpty(in.resumedFromState)
+	}
+	for k, v := range map[string]*float64{"cpu": in.cfg.CPU, "memory": in.cfg.Memory, "disk": in.cfg.Disk, "gpu": in.cfg.GPU} {
+		if v != nil {
+			m[k] = *v
+		}
+	}
+	if in.sentinel != nil {
+		m["workspaceSentinel"] = in.sentinel
+	}
+	return m
+}

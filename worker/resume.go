@@ -1,0 +1,170 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+const msgStillSettling = "The stopped Daytona sandbox is still settling cancelled work. Retry shortly."
+
+// expiredLease is the "not resumable" answer: never an error, so the host
+// can replace the lease.
+func expiredLease(extra map[string]any) leaseResult {
+	m := map[string]any{"expired": true}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return leaseResult{Metadata: m}
+}
+
+// resumeLease brings a retained sandbox back for a new run: started if it
+// is not running, its workspace sentinel verified before it is trusted.
+// A sandbox that is gone (or whose container Daytona lost) is reported as
+// expired; any other failure is an error the host may retry.
+func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p protocol.ResumeLeaseParams
+	if err := decodeParams(protocol.MethodEnvironmentResumeLease, raw, &p); err != nil {
+		return nil, err
+	}
+	rc, err := decodeRawConfig(p.Config)
+	if err != nil {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentResumeLease, err)
+	}
+	cfg := parseDriverConfig(rc)
+	if strings.TrimSpace(p.ProviderLeaseID) == "" {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentResumeLease, errors.New("params.providerLeaseId must be a non-empty string"))
+	}
+	sc, err := w.scopeFor(p.DriverBaseParams, p.ProviderLeaseID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	key := sc.key()
+	// A confirmed stop may precede the end of an old request on the lease;
+	// restarting the sandbox under it could let it write or execute again.
+	if w.leases.isClosed(key) && w.leases.activityActive(key) {
+		return nil, errors.New(msgStillSettling)
+	}
+	return w.leases.withActivity(ctx, sc, true, func() (any, error) {
+		s, hit, err := w.getSandbox(ctx, sc)
+		if errors.Is(err, daytona.ErrNotFound) {
+			return expiredLease(nil), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if hit {
+			// A resume decides on the provider's live state, never on a
+			// cached snapshot: the sandbox may have been auto-stopped since.
+			if err := s.refresh(ctx); err != nil {
+				w.leases.evictHandle(key, s.h)
+				if errors.Is(err, daytona.ErrNotFound) {
+					return expiredLease(nil), nil
+				}
+				return nil, err
+			}
+		}
+		if hasMissingContainer(s.snapshot()) {
+			// Daytona can keep the record of a sandbox whose container is
+			// gone. Confirm the exact report once more before expiring.
+			err := s.refresh(ctx)
+			w.leases.evictHandle(key, s.h)
+			switch {
+			case errors.Is(err, daytona.ErrNotFound):
+				return expiredLease(nil), nil
+			case err != nil:
+				return nil, err
+			case hasMissingContainer(s.snapshot()):
+				return expiredLease(nil), nil
+			}
+		}
+		resumedFrom := s.state()
+		if resumedFrom != daytona.StateStarted {
+			// A stopped sandbox lost its session shell (and its terminals;
+			// duplex channels are not built yet, so none can be open).
+			w.leases.takeSessionID(key)
+		}
+		secs := timeoutSeconds(cfg.TimeoutMs)
+		if err := s.ensureStarted(ctx, secs); err != nil {
+			w.leases.evictHandle(key, s.h)
+			return nil, err
+		}
+		tb := s.toolbox()
+		remoteCwd, err := resolveWorkingDirectory(ctx, tb)
+		if err != nil {
+			w.leases.evictHandle(key, s.h)
+			return nil, err
+		}
+		sent, err := verifySentinel(ctx, tb, remoteCwd, p.LeaseMetadata, secs)
+		if err != nil {
+			w.leases.evictHandle(key, s.h)
+			return nil, err
+		}
+		if sent.Result != sentinelResultMatched {
+			w.leases.evictHandle(key, s.h)
+			return expiredLease(map[string]any{"workspaceSentinel": sent}), nil
+		}
+		shell := detectShell(ctx, tb, secs)
+		w.leases.markFresh(key)
+		w.leases.open(key)
+		id := s.id()
+		return leaseResult{
+			ProviderLeaseID: &id,
+			Metadata: leaseMetadata(leaseMetadataInput{cfg: cfg, sandbox: s.snapshot(), shellCommand: shell,
+				remoteCwd: remoteCwd, resumed: true, resumedFromState: string(resumedFrom),
+				sandboxState: string(daytona.StateStarted), sentinel: &sent}),
+		}, nil
+	})
+}
+
+// realizeWorkspace makes sure the lease's sandbox runs and its workspace
+// folder exists, and tells the host where it is.
+func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p protocol.RealizeWorkspaceParams
+	if err := decodeParams(protocol.MethodEnvironmentRealizeWorkspace, raw, &p); err != nil {
+		return nil, err
+	}
+	rc, err := decodeRawConfig(p.Config)
+	if err != nil {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentRealizeWorkspace, err)
+	}
+	cfg := parseDriverConfig(rc)
+	cwd := "/paperclip-workspace"
+	switch {
+	case p.Lease.Metadata != nil && strings.TrimSpace(asString(p.Lease.Metadata["remoteCwd"])) != "":
+		cwd = strings.TrimSpace(asString(p.Lease.Metadata["remoteCwd"]))
+	case p.Workspace.RemotePath != nil:
+		cwd = *p.Workspace.RemotePath
+	case p.Workspace.LocalPath != nil:
+		cwd = *p.Workspace.LocalPath
+	}
+	if p.Lease.ProviderLeaseID != nil && *p.Lease.ProviderLeaseID != "" {
+		sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, cfg)
+		if err != nil {
+			return nil, err
+		}
+		_, err = w.leases.withActivity(ctx, sc, false, func() (any, error) {
+			s, _, err := w.getSandbox(ctx, sc)
+			if err != nil {
+				return nil, err
+			}
+			if err := s.ensureStarted(ctx, timeoutSeconds(cfg.TimeoutMs)); err != nil {
+				return nil, err
+			}
+			return nil, s.toolbox().CreateFolder(ctx, cwd, "755")
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return protocol.RealizeWorkspaceResult{Cwd: cwd, Metadata: map[string]any{"provider": providerName, "remoteCwd": cwd}}, nil
+}
+
+func asString(v any) string {
+	s, _ := v.(string)
+	return s
+}

@@ -1,0 +1,287 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+// startBoundMargin is added to a start/recover SDK timeout to bound the call
+// as a whole, so the SDK deadline fires first on a merely slow start.
+const startBoundMargin = 5 * time.Second
+
+// clients shares one Daytona client (and connection pool) per account.
+type clients struct {
+	httpClient *http.Client
+	mu         sync.Mutex
+	byAccount  map[string]*daytona.Client
+}
+
+// resolveAPIKey is the plugin's resolveApiKey: the config's key, else
+// DAYTONA_API_KEY, else the plugin's error.
+func (w *Worker) resolveAPIKey(cfg DriverConfig) (string, error) {
+	if cfg.APIKey != nil {
+		return *cfg.APIKey, nil
+	}
+	if k := strings.TrimFunc(w.env("DAYTONA_API_KEY"), isJSWhitespace); k != "" {
+		return k, nil
+	}
+	return "", errors.New(msgAPIKeyRequired)
+}
+
+// client returns the Daytona client for cfg's account and its fingerprint.
+func (w *Worker) client(cfg DriverConfig) (*daytona.Client, string, error) {
+	key, err := w.resolveAPIKey(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	account := accountFingerprint(cfg, key)
+	target := ""
+	if cfg.Target != nil {
+		target = *cfg.Target
+	}
+	cacheKey := account + "\x00" + target
+	w.clients.mu.Lock()
+	defer w.clients.mu.Unlock()
+	if c := w.clients.byAccount[cacheKey]; c != nil {
+		return c, account, nil
+	}
+	apiURL := ""
+	if cfg.APIURL != nil {
+		apiURL = *cfg.APIURL
+	}
+	c, err := daytona.New(daytona.Config{
+		APIKey: key, APIURL: apiURL, Target: target,
+		HTTPClient: w.clients.httpClient, Source: "paperclip-daytona-worker",
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("Daytona client: %w", err)
+	}
+	w.clients.byAccount[cacheKey] = c
+	return c, account, nil
+}
+
+// scopeFor builds the lease scope for a call.
+func (w *Worker) scopeFor(base protocol.DriverBaseParams, providerLeaseID string, cfg DriverConfig) (scope, error) {
+	key, err := w.resolveAPIKey(cfg)
+	if err != nil {
+		return scope{}, err
+	}
+	return scope{
+		driverKey: base.DriverKey, companyID: base.CompanyID, environmentID: base.EnvironmentID,
+		providerLeaseID: providerLeaseID, config: cfg, account: accountFingerprint(cfg, key),
+	}, nil
+}
+
+// livenessError is the plugin's SandboxLivenessTimeoutError, worded so the
+// host's transient classifier ("timed out") recognises it.
+type livenessError struct {
+	operation string
+	timeoutMs float64
+}
+
+func (e *livenessError) Error() string {
+	return fmt.Sprintf("Daytona sandbox liveness call %q timed out: no response within %s ms; the sandbox connection is unresponsive.",
+		e.operation, jsNumberString(e.timeoutMs))
+}
+
+func (e *livenessError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// withLiveness bounds one provider call by ms (0 or less: unbounded). Unlike
+// the Node plugin, the abandoned call is cancelled, not left pending.
+func withLiveness[T any](ctx context.Context, operation string, ms float64, call func(context.Context) (T, error)) (T, error) {
+	if ms <= 0 || !isFinite(ms) {
+		return call(ctx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Duration(ms*float64(time.Millisecond)))
+	defer cancel()
+	v, err := call(cctx)
+	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		var zero T
+		return zero, &livenessError{operation: operation, timeoutMs: ms}
+	}
+	return v, err
+}
+
+// leaseSandbox is a lease's sandbox as the handlers use it.
+type leaseSandbox struct {
+	w      *Worker
+	sc     scope
+	key    string
+	client *daytona.Client
+	h      *handle
+}
+
+func (s *leaseSandbox) id() string                  { return s.sc.providerLeaseID }
+func (s *leaseSandbox) state() daytona.SandboxState { return s.h.snapshot().State }
+func (s *leaseSandbox) snapshot() *daytona.Sandbox  { return s.h.snapshot() }
+func (s *leaseSandbox) toolbox() *daytona.Toolbox   { return s.client.Toolbox(s.h.snapshot()) }
+
+// getSandbox is the plugin's cached get: a hit re-checks the id and, when the
+// handle has gone unconfirmed for half the auto-stop interval, refreshes the
+// provider state under the liveness bound (evicting it on failure).
+func (w *Worker) getSandbox(ctx context.Context, sc scope) (*leaseSandbox, bool, error) {
+	client, _, err := w.client(sc.config)
+	if err != nil {
+		return nil, false, err
+	}
+	key := sc.key()
+	h, hit, err := w.leases.getHandle(ctx, sc, func(ctx context.Context) (*daytona.Sandbox, error) {
+		// Bounded like a refresh: a silently hung connection must surface
+		// as a fast, clear error, not stall until the host's RPC ceiling.
+		return withLiveness(ctx, "sandbox.get", sc.config.LivenessTimeoutMs, func(ctx context.Context) (*daytona.Sandbox, error) {
+			return client.Get(ctx, sc.providerLeaseID)
+		})
+	})
+	if err != nil {
+		return nil, hit, err
+	}
+	s := &leaseSandbox{w: w, sc: sc, key: key, client: client, h: h}
+	if hit && w.leases.stale(h, sc.config.AutoStopInterval) {
+		if err := s.refresh(ctx); err != nil {
+			w.leases.evictHandle(key, h)
+			return nil, hit, err
+		}
+	}
+	return s, hit, nil
+}
+
+// getSandboxOrNil is getSandbox with "not found" as a nil sandbox.
+func (w *Worker) getSandboxOrNil(ctx context.Context, sc scope) (*leaseSandbox, error) {
+	s, _, err := w.getSandbox(ctx, sc)
+	if errors.Is(err, daytona.ErrNotFound) {
+		return nil, nil
+	}
+	return s, err
+}
+
+// refresh re-reads the sandbox under the liveness bound.
+func (s *leaseSandbox) refresh(ctx context.Context) error {
+	sbx, err := withLiveness(ctx, "sandbox.refreshData", s.sc.config.LivenessTimeoutMs, func(ctx context.Context) (*daytona.Sandbox, error) {
+		return s.client.Get(ctx, s.id())
+	})
+	if err != nil {
+		return err
+	}
+	if sbx.ID != s.id() {
+		return errHandleMismatch(sbx.ID, s.id())
+	}
+	s.h.update(sbx)
+	return nil
+}
+
+// settlingStates are transitions that end by themselves; starting a sandbox
+// in one of them is a 409, so they are waited out first.
+var settlingStates = map[daytona.SandboxState]daytona.SandboxState{
+	daytona.StateStopping:  daytona.StateStopped,
+	daytona.StateArchiving: daytona.StateArchived,
+}
+
+// ensureStarted is the plugin's ensureSandboxStarted: started is a no-op, a
+// recoverable error state is recovered, an unrecoverable one fails with the
+// plugin's message, anything else is started. Each lifecycle call is bounded
+// by the SDK timeout plus a margin. Unlike the plugin, a sandbox still
+// stopping or archiving is waited for instead of failing with a 409, and one
+// already starting is simply waited for.
+func (s *leaseSandbox) ensureStarted(ctx context.Context, timeoutSecs int) error {
+	sbx := s.snapshot()
+	timeout := time.Duration(timeoutSecs) * time.Second
+	bound := timeout + startBoundMargin
+	if sbx.State == daytona.StateStarted {
+		return nil
+	}
+	if sbx.State == daytona.StateError || sbx.State == daytona.StateBuildFailed {
+		if !sbx.Recoverable {
+			reason := sbx.ErrorReason
+			if reason == "" {
+				reason = "unknown error"
+			}
+			return fmt.Errorf("Daytona sandbox %s is in an unrecoverable error state: %s", sbx.ID, reason)
+		}
+		got, err := withBound(ctx, "sandbox.recover", bound, func(ctx context.Context) (*daytona.Sandbox, error) {
+			return s.client.RecoverAndWait(ctx, sbx.ID, timeout)
+		})
+		if got != nil {
+			s.h.update(got)
+		}
+		return err
+	}
+	got, err := withBound(ctx, "sandbox.start", bound, func(ctx context.Context) (*daytona.Sandbox, error) {
+		switch sbx.State {
+		case daytona.StateStarting, daytona.StateRestoring, daytona.StateCreating, daytona.StatePullingSnapshot, daytona.StateResuming:
+			return s.client.WaitUntilStarted(ctx, sbx.ID, timeout)
+		}
+		if settled, ok := settlingStates[sbx.State]; ok {
+			if _, err := s.client.WaitForState(ctx, sbx.ID, timeout, settled); err != nil {
+				return nil, err
+			}
+		}
+		return s.client.StartAndWait(ctx, sbx.ID, timeout)
+	})
+	if got != nil {
+		s.h.update(got)
+	}
+	return err
+}
+
+// withBound runs a lifecycle call under a hard bound, reporting a hang that
+// the SDK deadline missed with the liveness wording.
+func withBound[T any](ctx context.Context, operation string, bound time.Duration, call func(context.Context) (T, error)) (T, error) {
+	return withLiveness(ctx, operation, float64(bound/time.Millisecond), call)
+}
+
+// resolveWorkingDirectory is the plugin's resolveSandboxWorkingDirectory:
+// <work dir, else home, else /home/daytona>/paperclip-workspace, created 755.
+func resolveWorkingDirectory(ctx context.Context, tb *daytona.Toolbox) (string, error) {
+	root, err := tb.WorkDir(ctx)
+	if err != nil {
+		return "", err
+	}
+	root = strings.TrimSpace(root)
+	if root == "" {
+		home, err := tb.UserHomeDir(ctx)
+		if err != nil {
+			return "", err
+		}
+		root = strings.TrimSpace(home)
+	}
+	if root == "" {
+		root = "/home/daytona"
+	}
+	remoteCwd := path.Join(root, "paperclip-workspace")
+	if err := tb.CreateFolder(ctx, remoteCwd, "755"); err != nil {
+		return "", err
+	}
+	return remoteCwd, nil
+}
+
+const detectShellScript = "if command -v bash >/dev/null 2>&1; then printf bash; else printf sh; fi"
+
+// detectShell is the plugin's detectSandboxShellCommand: bash when the
+// sandbox has it, sh otherwise (also when the probe itself fails).
+func detectShell(ctx context.Context, tb *daytona.Toolbox, timeoutSecs int) string {
+	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: detectShellScript, Timeout: time.Duration(timeoutSecs) * time.Second})
+	if err == nil && strings.TrimSpace(res.Result) == "bash" {
+		return "bash"
+	}
+	return "sh"
+}
+
+// missingContainerReason is the exact error reason Daytona reports when it
+// kept a sandbox's record but lost its container.
+func missingContainerReason(id string) string {
+	return "not found: failed to inspect sandbox container " + id + ": Error response from daemon: No such container: " + id
+}
+
+func hasMissingContainer(sbx *daytona.Sandbox) bool {
+	return sbx.State == daytona.StateError && !sbx.Recoverable && sbx.ID != "" &&
+		sbx.ErrorReason == missingContainerReason(sbx.ID)
+}

@@ -1,0 +1,158 @@
+package worker
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strings"
+)
+
+// scope identifies one lease the way the plugin's handle cache does: the
+// driver key, company, environment, provider lease id and the account (a
+// digest of the API URL and the resolved key, never the key itself).
+type scope struct {
+	driverKey       string
+	companyID       string
+	environmentID   string
+	providerLeaseID string
+	config          DriverConfig
+	account         string
+}
+
+// key is the stable JSON the plugin keys all per-lease state by.
+func (s scope) key() string {
+	return stableStringify(map[string]any{
+		"driverKey":       s.driverKey,
+		"companyId":       s.companyID,
+		"environmentId":   s.environmentID,
+		"providerLeaseId": s.providerLeaseID,
+		"account":         s.account,
+	})
+}
+
+// accountFingerprint is the plugin's sandboxAccountDiscriminator: the
+// sha256 of the stable JSON {apiKey, apiUrl} with the resolved key. It is
+// also the cleanup envelope's accountFingerprint.
+func accountFingerprint(c DriverConfig, resolvedKey string) string {
+	var key, apiURL any
+	if resolvedKey != "" {
+		key = resolvedKey
+	}
+	if c.APIURL != nil {
+		apiURL = *c.APIURL
+	}
+	sum := sha256.Sum256([]byte(stableStringify(map[string]any{"apiUrl": apiURL, "apiKey": key})))
+	return hex.EncodeToString(sum[:])
+}
+
+// stableStringify is the plugin's stableStringify: JSON with object keys
+// sorted at every level. Values are JSON-ready Go values (string, bool, nil,
+// float64/int, json.Number, map[string]any, []any, *string, *float64).
+func stableStringify(v any) string {
+	var b strings.Builder
+	writeStable(&b, v)
+	return b.String()
+}
+
+func writeStable(b *strings.Builder, v any) {
+	switch v := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case *string:
+		if v == nil {
+			b.WriteString("null")
+			return
+		}
+		writeStable(b, *v)
+	case *float64:
+		if v == nil {
+			b.WriteString("null")
+			return
+		}
+		b.WriteString(jsNumberString(*v))
+	case float64:
+		b.WriteString(jsNumberString(v))
+	case int:
+		b.WriteString(jsNumberString(float64(v)))
+	case json.Number:
+		b.WriteString(jsNumberString(jsNumber(v)))
+	case bool:
+		if v {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case string:
+		b.WriteString(jsonString(v))
+	case []any:
+		b.WriteByte('[')
+		for i, x := range v {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeStable(b, x)
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(jsonString(k))
+			b.WriteByte(':')
+			writeStable(b, v[k])
+		}
+		b.WriteByte('}')
+	default:
+		raw, err := json.Marshal(v)
+		if err != nil {
+			b.WriteString("null")
+			return
+		}
+		b.Write(raw)
+	}
+}
+
+// jsonString quotes s as JSON.stringify does: no HTML escaping, and
+// U+2028/U+2029 left as they are.
+func jsonString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if r < 0x20 {
+				const hex = "0123456789abcdef"
+				b.WriteString(`\u00`)
+				b.WriteByte(hex[r>>4])
+				b.WriteByte(hex[r&0xf])
+				continue
+			}
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}

@@ -1,0 +1,401 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+const (
+	// drainBound caps each graceful-teardown step (waiting for activity,
+	// deleting the session), as the plugin does: a dead bridge must not
+	// prevent provider-level termination.
+	drainBound = 10 * time.Second
+	// cancelStopBound caps the stop of a cancel-active-work release.
+	cancelStopSeconds = 30
+)
+
+// settledStates are the states a sandbox rests in between transitions.
+var settledStates = []daytona.SandboxState{daytona.StateStarted, daytona.StateStopped, daytona.StateArchived,
+	daytona.StateError, daytona.StateBuildFailed, daytona.StateDestroyed}
+
+func receipt(id, state string) *protocol.TerminationReceipt {
+	return &protocol.TerminationReceipt{ProviderLeaseID: id, State: state}
+}
+
+// teardown is one release, stop or destroy of a lease: admission is closed
+// and new activity waits behind the teardown gate until it ends.
+type teardown struct {
+	w   *Worker
+	sc  scope
+	key string
+}
+
+func (w *Worker) beginTeardown(sc scope) *teardown {
+	key := sc.key()
+	w.leases.beginTeardown(key)
+	w.leases.close(key)
+	return &teardown{w: w, sc: sc, key: key}
+}
+
+func (t *teardown) end() {
+	t.w.leases.endTeardown(t.key)
+	t.w.leases.evictHandle(t.key, nil)
+}
+
+// decodeTeardown decodes release/stop/destroy params and builds the scope.
+func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (protocol.ReleaseLeaseParams, DriverConfig, error) {
+	var p protocol.ReleaseLeaseParams
+	if err := decodeParams(method, raw, &p); err != nil {
+		return p, DriverConfig{}, err
+	}
+	rc, err := decodeRawConfig(p.Config)
+	if err != nil {
+		return p, DriverConfig{}, protocol.InvalidParams(method, err)
+	}
+	return p, parseDriverConfig(rc), nil
+}
+
+// releaseLease ends a run's use of a lease: a reusable lease is stopped
+// (kept for resume), an archive-on-release lease is stopped and archived,
+// anything else is deleted. With cancelActiveWork the sandbox is stopped at
+// once instead of waiting for work in progress.
+func (w *Worker) releaseLease(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, cfg, err := w.decodeTeardown(protocol.MethodEnvironmentReleaseLease, raw)
+	if err != nil {
+		return nil, err
+	}
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return nil, nil
+	}
+	if p.ResourceDisposition == "stop_and_retain" {
+		return w.stopRetained(ctx, p, cfg)
+	}
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := w.beginTeardown(sc)
+	defer t.end()
+	id := sc.providerLeaseID
+
+	s, err := w.getSandboxOrNil(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return receipt(id, protocol.LeaseStateDestroyed), nil
+	}
+	w.leases.evictHandle(t.key, nil)
+	secs := timeoutSeconds(cfg.TimeoutMs)
+
+	if p.CancelActiveWork {
+		// Stop must not wait for the command it is cancelling.
+		if err := t.refreshBounded(ctx, s, math.Min(cfg.LivenessTimeoutMs, 30_000)); err != nil {
+			return gone(err, id)
+		}
+		if s.state() != daytona.StateStopped {
+			if _, err := s.client.StopAndWait(ctx, id, nil, time.Duration(min(secs, cancelStopSeconds))*time.Second); err != nil {
+				return gone(err, id)
+			}
+		}
+		w.leases.takeSessionID(t.key)
+		return receipt(id, protocol.LeaseStateStopped), nil
+	}
+
+	t.drain(ctx, s)
+	if err := s.refresh(ctx); err != nil {
+		return gone(err, id)
+	}
+	if cfg.ReuseLease {
+		if s.state() != daytona.StateStopped && s.state() != daytona.StateArchived {
+			if err := t.stop(ctx, s, cfg); err != nil {
+				w.log.Warn().Str("sandbox", id).Err(err).Msg("cannot stop the sandbox on release; deleting it instead")
+				return t.delete(ctx, s, cfg)
+			}
+		}
+		return receipt(id, protocol.LeaseStateStopped), nil
+	}
+	if cfg.ArchiveOnRelease {
+		if err := t.stopAndArchive(ctx, s, cfg); err == nil {
+			return receipt(id, protocol.LeaseStateStopped), nil
+		} else {
+			w.log.Warn().Str("sandbox", id).Err(err).Msg("cannot archive the sandbox on release; deleting it instead")
+		}
+	}
+	return t.delete(ctx, s, cfg)
+}
+
+// destroyLease deletes a lease's sandbox. A sandbox that no longer exists
+// is already destroyed. A lease recorded from a failed creation is cleaned
+// up by the attempt's name and labels.
+func (w *Worker) destroyLease(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, cfg, err := w.decodeTeardown(protocol.MethodEnvironmentDestroyLease, raw)
+	if err != nil {
+		return nil, err
+	}
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return nil, nil
+	}
+	if pending, ok := p.LeaseMetadata["failedCreateCleanup"].(map[string]any); ok {
+		return w.cleanupFailedCreate(ctx, p, cfg, pending)
+	}
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := w.beginTeardown(sc)
+	defer t.end()
+	s, err := w.getSandboxOrNil(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return receipt(sc.providerLeaseID, protocol.LeaseStateDestroyed), nil
+	}
+	w.leases.evictHandle(t.key, nil)
+	t.drain(ctx, s)
+	return t.delete(ctx, s, cfg)
+}
+
+// stopLease stops the exact sandbox and keeps its files: auto-delete is
+// disabled first, and a failed stop is an error, never a delete.
+func (w *Worker) stopLease(ctx context.Context, raw json.RawMessage) (any, error) {
+	p, cfg, err := w.decodeTeardown(protocol.MethodEnvironmentStopLease, raw)
+	if err != nil {
+		return nil, err
+	}
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return nil, errors.New("Daytona stop requires a provider lease id.")
+	}
+	return w.stopRetained(ctx, p, cfg)
+}
+
+func (w *Worker) stopRetained(ctx context.Context, p protocol.ReleaseLeaseParams, cfg DriverConfig) (any, error) {
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := w.beginTeardown(sc)
+	defer t.end()
+	id := sc.providerLeaseID
+	s, err := w.getSandboxOrNil(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, fmt.Errorf("Daytona sandbox %s no longer exists, so it cannot be stopped and retained.", id)
+	}
+	w.leases.evictHandle(t.key, nil)
+	// Retained files must outlive the stop: no auto-delete, confirmed.
+	if _, err := s.client.SetAutoDeleteInterval(ctx, id, -1); err != nil {
+		return nil, fmt.Errorf("disable auto-delete before stopping sandbox %s: %w", id, err)
+	}
+	if err := s.refresh(ctx); err != nil {
+		return nil, err
+	}
+	if got := s.snapshot().AutoDeleteInterval; got >= 0 {
+		return nil, fmt.Errorf("Daytona sandbox %s still has auto-delete set to %d minutes; refusing to stop it without retention.", id, got)
+	}
+	if !p.CancelActiveWork {
+		t.drain(ctx, s)
+	}
+	w.leases.takeSessionID(t.key)
+	switch s.state() {
+	case daytona.StateStopped, daytona.StateArchived:
+	default:
+		if err := t.stop(ctx, s, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return receipt(id, protocol.LeaseStateStopped), nil
+}
+
+// drain is the plugin's drainSandboxBeforeTermination: wait for activity on
+// the lease and delete its session, each step bounded and independent.
+func (t *teardown) drain(ctx context.Context, s *leaseSandbox) {
+	bound := time.Duration(math.Max(1, math.Min(orDefaultMs(t.sc.config.LivenessTimeoutMs, 10_000), 10_000))) * time.Millisecond
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"sandbox.activityDrain", func(ctx context.Context) error { return t.w.leases.waitForIdle(ctx, t.key) }},
+		{"sandbox.sessionTeardown", func(ctx context.Context) error { return t.w.teardownSession(ctx, s) }},
+	}
+	for _, step := range steps {
+		sctx, cancel := context.WithTimeout(ctx, bound)
+		if err := step.run(sctx); err != nil {
+			t.w.log.Warn().Str("step", step.name).Str("sandbox", s.id()).Err(err).
+				Msg("sandbox bridge cleanup failed; continuing provider termination")
+		}
+		cancel()
+	}
+}
+
+func orDefaultMs(v, d float64) float64 {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+// teardownSession deletes the lease's persistent session, if any. The id is
+// taken first, so a late reply cannot clear a session opened after it.
+func (w *Worker) teardownSession(ctx context.Context, s *leaseSandbox) error {
+	id := w.leases.takeSessionID(s.key)
+	if id == "" {
+		return nil
+	}
+	err := s.toolbox().DeleteSession(ctx, id)
+	if err != nil && !errors.Is(err, daytona.ErrNotFound) {
+		return fmt.Errorf("delete Daytona session %s: %w", id, err)
+	}
+	return nil
+}
+
+// terminateBound is the plugin's terminateAtProvider bound.
+func (t *teardown) terminateBound() time.Duration {
+	ms := t.sc.config.TimeoutMs
+	if ms <= 0 {
+		ms = defaultTimeoutMs
+	}
+	return time.Duration(ms)*time.Millisecond + startBoundMargin
+}
+
+func (t *teardown) stop(ctx context.Context, s *leaseSandbox, cfg DriverConfig) error {
+	secs := time.Duration(timeoutSeconds(cfg.TimeoutMs)) * time.Second
+	_, err := withBound(ctx, "sandbox.stop", t.terminateBound(), func(ctx context.Context) (*daytona.Sandbox, error) {
+		return s.client.StopAndWait(ctx, s.id(), nil, secs)
+	})
+	return err
+}
+
+func (t *teardown) stopAndArchive(ctx context.Context, s *leaseSandbox, cfg DriverConfig) error {
+	if s.state() != daytona.StateStopped {
+		if err := t.stop(ctx, s, cfg); err != nil {
+			return err
+		}
+	}
+	if _, err := s.client.SetAutoDeleteInterval(ctx, s.id(), archiveOnReleaseAutoDelete); err != nil {
+		return err
+	}
+	_, err := s.client.Archive(ctx, s.id())
+	return err
+}
+
+// delete deletes the sandbox and waits until Daytona confirms it is gone.
+func (t *teardown) delete(ctx context.Context, s *leaseSandbox, cfg DriverConfig) (any, error) {
+	secs := time.Duration(timeoutSeconds(cfg.TimeoutMs)) * time.Second
+	_, err := withBound(ctx, "sandbox.delete", t.terminateBound(), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, deleteSandbox(ctx, s.client, s.id(), true, secs)
+	})
+	if err != nil && !errors.Is(err, daytona.ErrNotFound) {
+		return nil, err
+	}
+	return receipt(s.id(), protocol.LeaseStateDestroyed), nil
+}
+
+// deleteSandbox deletes a sandbox (and with wait, until Daytona reports it
+// gone). A sandbox already gone is fine. One in the middle of a transition
+// (a create, a stop) answers 409: it is waited out and deleted once more.
+func deleteSandbox(ctx context.Context, client *daytona.Client, id string, wait bool, timeout time.Duration) error {
+	del := func() error {
+		if wait {
+			return client.DeleteAndWait(ctx, id, timeout)
+		}
+		_, err := client.Delete(ctx, id)
+		return err
+	}
+	err := del()
+	if errors.Is(err, daytona.ErrConflict) {
+		if _, werr := client.WaitForState(ctx, id, timeout, settledStates...); werr == nil || errors.Is(werr, daytona.ErrSandboxFailed) {
+			err = del()
+		}
+	}
+	if errors.Is(err, daytona.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// refreshBounded refreshes under a specific liveness bound.
+func (t *teardown) refreshBounded(ctx context.Context, s *leaseSandbox, ms float64) error {
+	sbx, err := withLiveness(ctx, "sandbox.refreshData", ms, func(ctx context.Context) (*daytona.Sandbox, error) {
+		return s.client.Get(ctx, s.id())
+	})
+	if err != nil {
+		return err
+	}
+	s.h.update(sbx)
+	return nil
+}
+
+// gone turns a sandbox that vanished mid-teardown into the destroyed
+// receipt it amounts to; any other error stands.
+func gone(err error, id string) (any, error) {
+	if errors.Is(err, daytona.ErrNotFound) {
+		return receipt(id, protocol.LeaseStateDestroyed), nil
+	}
+	return nil, err
+}
+
+// cleanupFailedCreate deletes the sandbox of an acquisition whose outcome
+// was unknown, found by the attempt's name or observed id, and only if it
+// carries the attempt's labels. Nothing found means nothing to clean up.
+func (w *Worker) cleanupFailedCreate(ctx context.Context, p protocol.ReleaseLeaseParams, cfg DriverConfig, pending map[string]any) (any, error) {
+	client, account, err := w.client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var env protocol.CreationCleanup
+	raw, _ := json.Marshal(pending)
+	if err := json.Unmarshal(raw, &env); err != nil || env.AttemptID == "" {
+		return nil, errors.New("Daytona failed-create cleanup: the recorded cleanup has no attempt id")
+	}
+	if env.AccountFingerprint != "" && env.AccountFingerprint != account {
+		return nil, errors.New("Daytona failed-create cleanup: the configured account is not the account the sandbox was created in")
+	}
+	id := *p.ProviderLeaseID
+	var found *daytona.Sandbox
+	for _, ref := range []string{id, env.ObservedProviderLeaseID} {
+		if ref == "" {
+			continue
+		}
+		sbx, err := client.Get(ctx, ref)
+		if errors.Is(err, daytona.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		found = sbx
+		break
+	}
+	if found == nil {
+		return receipt(id, protocol.LeaseStateDestroyed), nil
+	}
+	if found.Labels[labelCreateAttempt] != env.AttemptID || found.Labels[labelCompany] != env.CompanyID ||
+		found.Labels[labelEnvironment] != env.EnvironmentID {
+		return nil, fmt.Errorf("Daytona failed-create cleanup: sandbox %s does not carry the labels of attempt %s; refusing to delete it", found.ID, env.AttemptID)
+	}
+	secs := time.Duration(timeoutSeconds(cfg.TimeoutMs)) * time.Second
+	if err := deleteSandbox(ctx, client, found.ID, true, secs); err != nil {
+		if env.ObservedProviderLeaseID == "" {
+			// Persist the observed identity before anything destructive is
+			// retried: the host journals it and calls destroy again.
+			env.ObservedProviderLeaseID = found.ID
+			return nil, &protocol.CreationCleanupError{
+				Message: fmt.Sprintf("Daytona failed-create cleanup could not delete sandbox %s: %v", found.ID, err),
+				Cleanup: env,
+			}
+		}
+		return nil, err
+	}
+	return receipt(id, protocol.LeaseStateDestroyed), nil
+}
