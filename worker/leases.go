@@ -307,6 +307,16 @@ func (l *leases) evictHandle(key string, h *handle) {
 	l.forgetIfIdleLocked(key, e)
 }
 
+// dropHandles empties the handle cache (at shutdown).
+func (l *leases) dropHandles() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, e := range l.entries {
+		e.handle = nil
+		l.forgetIfIdleLocked(k, e)
+	}
+}
+
 // markFresh records that the lease's handle was just confirmed live.
 func (l *leases) markFresh(key string) {
 	l.mu.Lock()
@@ -387,6 +397,16 @@ func (l *leases) takeSessionID(key string) string {
 	e.sessionID = ""
 	l.forgetIfIdleLocked(key, e)
 	return id
+}
+
+// forgetSession clears the lease's session id if it is still id.
+func (l *leases) forgetSession(key, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.entries[key]; e != nil && e.sessionID == id {
+		e.sessionID = ""
+		l.forgetIfIdleLocked(key, e)
+	}
 }
 
 // sessionOrCreate returns the lease's session id, creating the session once

@@ -50,6 +50,7 @@ type Worker struct {
 
 	clients clients
 	leases  *leases
+	spans   spans
 
 	methods map[string]methodFunc // built once in New; read-only after
 
@@ -147,6 +148,10 @@ func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 // Close ends everything the worker holds open (terminals, channels, caches).
 // It is the shutdown hook and is also called when the host goes away.
 func (w *Worker) Close(ctx context.Context) error {
+	// Login PTYs and duplex channels are not built yet, so none is open; the
+	// handle cache is dropped so a lingering handler cannot reuse it.
+	w.leases.dropHandles()
+	w.waitSpans(ctx)
 	return nil
 }
 
@@ -164,6 +169,7 @@ func (w *Worker) driverMethods() map[string]methodFunc {
 		protocol.MethodEnvironmentStopLease:        w.stopLease,
 		protocol.MethodEnvironmentDestroyLease:     w.destroyLease,
 		protocol.MethodEnvironmentRealizeWorkspace: w.realizeWorkspace,
+		protocol.MethodEnvironmentExecute:          w.execute,
 	}
 }
 

@@ -192,6 +192,7 @@ func TestLeaseTranscripts(t *testing.T) {
 		{name: "lease-create-lost", opts: emulator.Options{StepDelay: 1500 * time.Millisecond}},
 		{name: "lease-liveness", cfg: `,"livenessTimeoutMs":300`},
 		{name: "probe"},
+		{name: "execute-session"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

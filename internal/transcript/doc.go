@@ -11,6 +11,9 @@
 //	{"host_raw": "text"}    write this raw text (plus a newline), e.g. bad JSON
 //	{"worker": {...}}       the next line the worker writes must match this
 //	{"unordered": [...]}    the next len(...) lines match these, in any order
+//	{"execute_log": {"invocation": "inv-1", "stdout": "…", "stderr": "…"}}
+//	                        the execute.log notifications of that invocation
+//	                        that come next, joined per stream, are these
 //	{"close_stdin": true}   close the worker's stdin
 //	{"signal": "SIGTERM"}   send the worker a signal
 //	{"exit": 0}             the worker must exit with this code

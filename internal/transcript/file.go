@@ -21,6 +21,7 @@ type Step struct {
 	Exit       *int              `json:"exit,omitempty"`
 	SleepMs    int               `json:"sleep_ms,omitempty"`
 	Hook       string            `json:"hook,omitempty"`
+	ExecuteLog *ExecuteLogStep   `json:"execute_log,omitempty"`
 
 	// Comment holds a blank or '#' line verbatim; such steps do nothing.
 	Comment *string `json:"-"`
@@ -30,13 +31,25 @@ type Step struct {
 	text string
 }
 
-func (s Step) isExpectation() bool { return s.Worker != nil || s.Unordered != nil }
+func (s Step) isExpectation() bool {
+	return s.Worker != nil || s.Unordered != nil || s.ExecuteLog != nil
+}
+
+// ExecuteLogStep expects a run of execute.log notifications of one
+// invocation whose chunks, joined per stream, are Stdout and Stderr: how a
+// command's output is cut into chunks depends on timing, what it adds up to
+// does not.
+type ExecuteLogStep struct {
+	Invocation string `json:"invocation"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+}
 
 // kinds counts the members set, to reject ambiguous steps.
 func (s Step) kinds() int {
 	n := 0
 	for _, set := range []bool{s.Host != nil, s.HostRaw != nil, s.Worker != nil, s.Unordered != nil,
-		s.CloseStdin, s.Signal != "", s.Exit != nil, s.SleepMs != 0, s.Hook != ""} {
+		s.CloseStdin, s.Signal != "", s.Exit != nil, s.SleepMs != 0, s.Hook != "", s.ExecuteLog != nil} {
 		if set {
 			n++
 		}
@@ -63,7 +76,7 @@ func Parse(r io.Reader) ([]Step, error) {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
 		if s.kinds() != 1 {
-			return nil, fmt.Errorf("line %d: a step must have exactly one of host, host_raw, worker, unordered, close_stdin, signal, exit, sleep_ms, hook", n)
+			return nil, fmt.Errorf("line %d: a step must have exactly one of host, host_raw, worker, unordered, execute_log, close_stdin, signal, exit, sleep_ms, hook", n)
 		}
 		s.Line, s.text = n, trimmed
 		steps = append(steps, s)

@@ -39,7 +39,8 @@ type Player struct {
 	// Hooks are the actions {"hook": name} steps run, with the variables.
 	Hooks map[string]func(vars Vars) error
 
-	lines chan lineOrErr
+	lines    chan lineOrErr
+	pushback []byte // a line read ahead and not yet consumed
 }
 
 type lineOrErr struct {
@@ -182,6 +183,11 @@ func (p *Player) play(steps []Step) ([]Step, error) {
 				return fail(err)
 			}
 			out = append(out, s)
+		case s.ExecuteLog != nil:
+			if err := p.matchExecuteLog(s.ExecuteLog); err != nil {
+				return fail(err)
+			}
+			out = append(out, s)
 		case s.CloseStdin:
 			if err := p.Stdin.Close(); err != nil {
 				return fail(err)
@@ -250,6 +256,11 @@ func (p *Player) next() ([]byte, error) {
 }
 
 func (p *Player) nextWithin(d time.Duration) ([]byte, error) {
+	if p.pushback != nil {
+		line := p.pushback
+		p.pushback = nil
+		return line, nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -310,6 +321,70 @@ func (p *Player) matchUnordered(expected []json.RawMessage) error {
 	return nil
 }
 
+// executeLogOf returns the invocation, stream and chunk of an execute.log
+// notification line.
+func executeLogOf(line []byte) (inv, stream, chunk string, ok bool) {
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Stream string `json:"stream"`
+			Chunk  string `json:"chunk"`
+		} `json:"params"`
+		Invocation string          `json:"paperclipInvocationId"`
+		ID         json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(line, &m) != nil || m.Method != "execute.log" || m.ID != nil {
+		return "", "", "", false
+	}
+	return m.Invocation, m.Params.Stream, m.Params.Chunk, true
+}
+
+// collectExecuteLog reads the run of execute.log notifications of inv that
+// comes next, joined per stream; the first other line is pushed back.
+func (p *Player) collectExecuteLog(inv string) (stdout, stderr string, err error) {
+	var out, errOut strings.Builder
+	for {
+		line, err := p.next()
+		if err != nil {
+			return "", "", err
+		}
+		gotInv, stream, chunk, ok := executeLogOf(line)
+		if !ok || gotInv != inv {
+			p.pushback = line
+			break
+		}
+		if stream == "stderr" {
+			errOut.WriteString(chunk)
+		} else {
+			out.WriteString(chunk)
+		}
+	}
+	return out.String(), errOut.String(), nil
+}
+
+func (p *Player) matchExecuteLog(want *ExecuteLogStep) error {
+	inv, err := Substitute([]byte(StringVar(want.Invocation)), p.Vars)
+	if err != nil {
+		return err
+	}
+	var invocation string
+	_ = json.Unmarshal(inv, &invocation)
+	stdout, stderr, err := p.collectExecuteLog(invocation)
+	if err != nil {
+		return err
+	}
+	expected, _ := json.Marshal(map[string]string{"stdout": want.Stdout, "stderr": want.Stderr})
+	actual, _ := json.Marshal(map[string]string{"stdout": stdout, "stderr": stderr})
+	captured, err := Match(expected, actual, p.Vars)
+	if err != nil {
+		return fmt.Errorf("execute.log output of %s: %w", invocation, err)
+	}
+	for k, v := range captured {
+		p.Vars[k] = v
+	}
+	return nil
+}
+
 // observe collects what the worker writes after a host line, for -update:
 // up to the reply to requestID (if it was a request), then until quiet.
 func (p *Player) observe(requestID json.RawMessage, old []Step) ([]Step, error) {
@@ -343,10 +418,45 @@ func (p *Player) observe(requestID json.RawMessage, old []Step) ([]Step, error) 
 		oldMsgs = append(oldMsgs, rawList(s.Unordered)...)
 	}
 	steps := make([]Step, 0, len(lines))
-	for i, line := range lines {
+	oldIdx := 0
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if inv, _, _, ok := executeLogOf(line); ok {
+			// A run of execute.log lines becomes one execute_log step.
+			var out, errOut strings.Builder
+			for ; i < len(lines); i++ {
+				gotInv, stream, chunk, ok := executeLogOf(lines[i])
+				if !ok || gotInv != inv {
+					break
+				}
+				if stream == "stderr" {
+					errOut.WriteString(chunk)
+				} else {
+					out.WriteString(chunk)
+				}
+			}
+			i--
+			step := &ExecuteLogStep{Invocation: inv}
+			joined, _ := json.Marshal(map[string]string{"stdout": out.String(), "stderr": errOut.String()})
+			g, err := Generalize(joined, nil, p.Vars)
+			if err == nil {
+				var back struct{ Stdout, Stderr string }
+				_ = json.Unmarshal(g, &back)
+				step.Stdout, step.Stderr = back.Stdout, back.Stderr
+			}
+			steps = append(steps, Step{ExecuteLog: step})
+			continue
+		}
 		var prev []byte
-		if i < len(oldMsgs) {
-			prev = oldMsgs[i]
+		for oldIdx < len(oldMsgs) {
+			if _, _, _, isLog := executeLogOf(oldMsgs[oldIdx]); !isLog {
+				break
+			}
+			oldIdx++
+		}
+		if oldIdx < len(oldMsgs) {
+			prev = oldMsgs[oldIdx]
+			oldIdx++
 		}
 		// Keep captures working for later host lines (and let this line's
 		// own captures generalize its other values).
@@ -387,6 +497,9 @@ func (p *Player) expectExit(want int) error {
 	// The worker's stdout ends when it exits; everything it wrote before
 	// that must have been expected. Reading to the end first also keeps
 	// Wait from closing the pipe under the reader.
+	if p.pushback != nil {
+		return fmt.Errorf("worker wrote a line the transcript does not expect: %s", truncate(p.pushback))
+	}
 	t := time.NewTimer(p.Timeout)
 	defer t.Stop()
 	for done := false; !done; {

@@ -1,0 +1,502 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
+)
+
+const (
+	gitNetworkTimeout = 120 * time.Second
+	// exitCodeRetries are the waits before re-reading a command's exit code
+	// after its log stream closed, as in the plugin.
+	silentStreamCheck = 15 * time.Second
+	// killGrace bounds the session delete that stops a timed-out command.
+	killGrace = 10 * time.Second
+)
+
+var exitCodeRetries = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+
+// executeParams are environmentExecute's params, decoded leniently where the
+// plugin is lenient (env values that are not strings are dropped).
+type executeParams struct {
+	protocol.DriverBaseParams
+	Lease         protocol.Lease  `json:"lease"`
+	Command       string          `json:"command"`
+	Args          []string        `json:"args"`
+	Cwd           *string         `json:"cwd"`
+	Env           json.RawMessage `json:"env"`
+	Stdin         *string         `json:"stdin"`
+	TimeoutMs     *float64        `json:"timeoutMs"`
+	BypassSession bool            `json:"bypassSession"`
+}
+
+// execResult is environmentExecute's result; its output is written to the
+// wire straight from the collected blocks (see WriteJSON).
+type execResult struct {
+	exitCode *int
+	timedOut bool
+	stdout   outputText
+	stderr   outputText
+	metadata map[string]any
+}
+
+// outputText is either collected blocks or a plain string.
+type outputText struct {
+	blocks *blockBuffer
+	text   string
+}
+
+func (o outputText) writeJSON(w io.Writer) error {
+	if o.blocks != nil {
+		return o.blocks.writeJSONString(w)
+	}
+	b, err := json.Marshal(o.text)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+func (o outputText) String() string {
+	if o.blocks != nil {
+		return o.blocks.String()
+	}
+	return o.text
+}
+
+// WriteJSON implements rpc.JSONStreamer: {exitCode, timedOut, stdout,
+// stderr, metadata}, in the plugin's member order.
+func (r *execResult) WriteJSON(w io.Writer) error {
+	code := "null"
+	if r.exitCode != nil {
+		code = strconv.Itoa(*r.exitCode)
+	}
+	if _, err := io.WriteString(w, `{"exitCode":`+code+`,"timedOut":`+strconv.FormatBool(r.timedOut)+`,"stdout":`); err != nil {
+		return err
+	}
+	if err := r.stdout.writeJSON(w); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, `,"stderr":`); err != nil {
+		return err
+	}
+	if err := r.stderr.writeJSON(w); err != nil {
+		return err
+	}
+	if r.metadata != nil {
+		meta, err := json.Marshal(r.metadata)
+		if err != nil {
+			return err
+		}
+		if _, err := io.WriteString(w, `,"metadata":`); err != nil {
+			return err
+		}
+		if _, err := w.Write(meta); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "}")
+	return err
+}
+
+// MarshalJSON lets tests and non-streaming callers encode the result too.
+func (r *execResult) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	if err := r.WriteJSON(&b); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+var _ rpc.JSONStreamer = (*execResult)(nil)
+
+func intPtr(n int) *int { return &n }
+
+// execute runs one command on a lease: in the lease's persistent session
+// (streaming its output as it comes), or one-shot with bypassSession.
+func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p executeParams
+	if err := decodeParams(protocol.MethodEnvironmentExecute, raw, &p); err != nil {
+		return nil, err
+	}
+	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
+		return &execResult{exitCode: intPtr(1), stderr: outputText{text: "No provider lease ID available for execution."}}, nil
+	}
+	env, err := orderedEnv(p.Env)
+	if err != nil {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentExecute, err)
+	}
+	rc, err := decodeRawConfig(p.Config)
+	if err != nil {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentExecute, err)
+	}
+	cfg := parseDriverConfig(rc)
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	out, err := w.leases.withActivity(ctx, sc, false, func() (any, error) {
+		getStart := w.now()
+		s, hit, err := w.getSandbox(ctx, sc)
+		if err != nil {
+			return nil, err
+		}
+		getMs := w.now().Sub(getStart).Milliseconds()
+		timeout := resolveTimeout(p.TimeoutMs, cfg)
+		if s.state() != daytona.StateStarted {
+			// A restart destroys the sandbox's sessions: drop the stale id
+			// so the command opens a fresh one instead of failing on it.
+			w.leases.takeSessionID(s.key)
+		}
+		if err := s.ensureStarted(ctx, timeoutSeconds(float64(timeout.Milliseconds()))); err != nil {
+			return nil, err
+		}
+		c := &command{w: w, s: s, p: p, env: env, timeout: timeout, gitNet: isGitNetworkCommand(p.Command, p.Args)}
+		var res *execResult
+		if p.BypassSession {
+			res, err = c.oneShot(ctx)
+		} else {
+			res, err = c.inSession(ctx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !res.timedOut {
+			w.leases.markFresh(s.key)
+		}
+		if res.metadata == nil {
+			res.metadata = map[string]any{}
+		}
+		res.metadata["getDurationMs"] = getMs
+		res.metadata["cacheHit"] = hit
+		return res, nil
+	})
+	return out, err
+}
+
+// resolveTimeout is the plugin's resolveTimeoutMs.
+func resolveTimeout(paramMs *float64, cfg DriverConfig) time.Duration {
+	ms := cfg.TimeoutMs
+	if paramMs != nil && isFinite(*paramMs) && *paramMs > 0 {
+		ms = math.Trunc(*paramMs)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// command is one execution.
+type command struct {
+	w       *Worker
+	s       *leaseSandbox
+	p       executeParams
+	env     []envVar
+	timeout time.Duration
+	gitNet  bool
+}
+
+// effectiveTimeout caps git network operations so a stalled remote or a
+// missing credential fails fast instead of using the whole budget.
+func (c *command) effectiveTimeout() time.Duration {
+	if c.gitNet && c.timeout > gitNetworkTimeout {
+		return gitNetworkTimeout
+	}
+	return c.timeout
+}
+
+func (c *command) timeoutMessage() string {
+	secs := int(math.Round(c.effectiveTimeout().Seconds()))
+	if c.gitNet {
+		return fmt.Sprintf("Git network operation timed out after %d s — the remote may be unreachable or noninteractive credentials are not configured.", secs)
+	}
+	return fmt.Sprintf("Command timed out after %d s.", secs)
+}
+
+// script builds the login-shell script, uploading stdin first if given. The
+// returned cleanup removes the stdin file whatever happens.
+func (c *command) script(ctx context.Context) (string, func(), error) {
+	noop := func() {}
+	stdinPath := ""
+	if c.p.Stdin != nil {
+		stdinPath = "/tmp/paperclip-stdin-" + c.w.newID()
+	}
+	cwd := ""
+	if c.p.Cwd != nil {
+		cwd = *c.p.Cwd
+	}
+	script, err := loginShellScript(c.p.Command, c.p.Args, cwd, c.env, stdinPath)
+	if err != nil {
+		return "", noop, err
+	}
+	if stdinPath == "" {
+		return script, noop, nil
+	}
+	tb := c.s.toolbox()
+	cleanup := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+		defer cancel()
+		if err := tb.DeleteFile(dctx, stdinPath, false); err != nil && !errors.Is(err, daytona.ErrNotFound) {
+			c.w.log.Warn().Str("sandbox", c.s.id()).Err(err).Msg("cannot remove the stdin file")
+		}
+	}
+	uctx, cancel := context.WithTimeout(ctx, c.effectiveTimeout())
+	defer cancel()
+	if err := tb.UploadFile(uctx, stdinPath, strings.NewReader(*c.p.Stdin)); err != nil {
+		cleanup()
+		return "", noop, fmt.Errorf("upload stdin: %w", err)
+	}
+	return script, cleanup, nil
+}
+
+// oneShot runs the command with process/execute: combined output in stdout,
+// nothing streamed, no session opened. Daytona kills the command's process
+// group when the timeout passes.
+func (c *command) oneShot(ctx context.Context) (*execResult, error) {
+	script, cleanup, err := c.script(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	start := c.w.now()
+	res, err := c.s.toolbox().Execute(ctx, daytona.ExecuteRequest{Command: script, Timeout: c.effectiveTimeout()})
+	duration := c.w.now().Sub(start).Milliseconds()
+	if err != nil {
+		if errors.Is(err, daytona.ErrTimeout) && ctx.Err() == nil {
+			return &execResult{timedOut: true, stderr: outputText{text: c.timeoutMessage() + "\n"},
+				metadata: map[string]any{"durationMs": duration}}, nil
+		}
+		return nil, err
+	}
+	return &execResult{exitCode: intPtr(res.ExitCode), stdout: outputText{text: res.Result},
+		metadata: map[string]any{"durationMs": duration}}, nil
+}
+
+// inSession runs the command in the lease's persistent session, wrapped in a
+// subshell so an `exit` ends only the command, and streams its output.
+func (c *command) inSession(ctx context.Context) (*execResult, error) {
+	sessionID, err := c.w.sessionFor(ctx, c.s)
+	if err != nil {
+		return nil, err
+	}
+	script, cleanup, err := c.script(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+
+	deadline := c.w.now().Add(c.effectiveTimeout())
+	runCtx, cancel := context.WithTimeout(ctx, c.effectiveTimeout())
+	defer cancel()
+	tb := c.s.toolbox()
+	start := c.w.now()
+	dispatched, err := tb.SessionExec(runCtx, sessionID, daytona.SessionExecRequest{Command: "( " + script + " )", Async: true})
+	if err != nil {
+		if c.expired(ctx, runCtx) {
+			return c.timedOut(ctx, sessionID, nil, start), nil
+		}
+		return nil, err
+	}
+
+	relay := newLogRelay(func(stream, chunk string) error {
+		return c.w.host.Notify(ctx, protocol.NotifyExecuteLog, protocol.ExecuteLog{Stream: stream, Chunk: chunk})
+	})
+	streamed := c.follow(runCtx, tb, sessionID, dispatched.CmdID, relay)
+	if !streamed && !c.expired(ctx, runCtx) {
+		// The stream could not be followed to its end: poll the command,
+		// then take the missing tail from the logs endpoint.
+		streamed, err = c.poll(runCtx, tb, sessionID, dispatched.CmdID, relay)
+		if err != nil && !c.expired(ctx, runCtx) {
+			relay.close()
+			return nil, err
+		}
+	}
+	if !streamed || c.expired(ctx, runCtx) {
+		relay.close()
+		return c.timedOut(ctx, sessionID, relay, start), nil
+	}
+	exitCode, err := c.exitCode(ctx, tb, sessionID, dispatched.CmdID, deadline)
+	relay.close()
+	if err != nil {
+		return nil, err
+	}
+	return &execResult{exitCode: exitCode, stdout: outputText{blocks: &relay.out[0]}, stderr: outputText{blocks: &relay.out[1]},
+		metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}, nil
+}
+
+// expired reports whether the command's own deadline (not the caller's
+// cancellation) ended runCtx.
+func (c *command) expired(ctx, runCtx context.Context) bool {
+	return ctx.Err() == nil && errors.Is(runCtx.Err(), context.DeadlineExceeded)
+}
+
+// follow streams the command's logs to the relay until the command ends.
+// It reconnects once after a drop (the client drops the replayed prefix by
+// byte offset). A stream that goes silent is checked: if the command already
+// finished, the stream is abandoned rather than waited on forever.
+func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *logRelay) bool {
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	activity := make(chan struct{}, 1)
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		c.watchSilence(fctx, tb, sessionID, cmdID, activity, stop)
+	}()
+	defer func() { stop(); <-watchDone }()
+	touch := func(w io.Writer) io.Writer {
+		return writerFunc(func(p []byte) (int, error) {
+			select {
+			case activity <- struct{}{}:
+			default:
+			}
+			return w.Write(p)
+		})
+	}
+	_, err := tb.FollowSessionCommandLogs(fctx, sessionID, cmdID, daytona.FollowOptions{
+		Stdout: touch(relay.stream(0)), Stderr: touch(relay.stream(1)), MaxReconnects: 1,
+	})
+	if err != nil {
+		c.w.log.Debug().Str("sandbox", c.s.id()).Err(err).Msg("log stream ended early; falling back to polling")
+		return false
+	}
+	return true
+}
+
+// watchSilence abandons a stream that stays silent after its command ended
+// (a half-open connection never delivers the close frame).
+func (c *command) watchSilence(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, activity <-chan struct{}, abandon func()) {
+	t := time.NewTimer(silentStreamCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-activity:
+			if !t.Stop() {
+				<-t.C
+			}
+			t.Reset(silentStreamCheck)
+		case <-t.C:
+			cmd, err := tb.GetSessionCommand(ctx, sessionID, cmdID)
+			if err == nil && cmd.ExitCode != nil {
+				// Finished: give the close frame a moment, then stop waiting.
+				select {
+				case <-ctx.Done():
+				case <-time.After(2 * time.Second):
+					abandon()
+				}
+				return
+			}
+			t.Reset(silentStreamCheck)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// poll waits for the command's exit code, then forwards the part of its
+// logs the stream had not delivered.
+func (c *command) poll(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *logRelay) (bool, error) {
+	interval := 50 * time.Millisecond
+	for {
+		cmd, err := tb.GetSessionCommand(ctx, sessionID, cmdID)
+		if err != nil {
+			return false, err
+		}
+		if cmd.ExitCode != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-time.After(interval):
+		}
+		interval = min(interval*2, time.Second)
+	}
+	logs, err := tb.SessionCommandLogs(ctx, sessionID, cmdID)
+	if err != nil {
+		return false, err
+	}
+	for i, full := range []string{logs.Stdout, logs.Stderr} {
+		if have := relay.collected(i); int64(len(full)) > have {
+			_, _ = relay.stream(i).Write([]byte(full[have:]))
+		}
+	}
+	return true, nil
+}
+
+// exitCode reads the command's exit code, retrying briefly: the daemon
+// writes it a moment after the log closes. Null if it never shows.
+func (c *command) exitCode(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, deadline time.Time) (*int, error) {
+	cmd, err := tb.GetSessionCommand(ctx, sessionID, cmdID)
+	if err != nil {
+		return nil, err
+	}
+	for _, wait := range exitCodeRetries {
+		if cmd.ExitCode != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		if cmd, err = tb.GetSessionCommand(ctx, sessionID, cmdID); err != nil {
+			return nil, err
+		}
+	}
+	return cmd.ExitCode, nil
+}
+
+// timedOut ends a command that outlived its timeout. Unlike the plugin, it
+// does not leave the command running: the session is deleted (Daytona kills
+// its process group) and forgotten, so the next command opens a fresh one.
+// The result keeps the output seen so far.
+func (c *command) timedOut(ctx context.Context, sessionID string, relay *logRelay, start time.Time) *execResult {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+	defer cancel()
+	c.w.leases.forgetSession(c.s.key, sessionID)
+	if err := c.s.toolbox().DeleteSession(kctx, sessionID); err != nil && !errors.Is(err, daytona.ErrNotFound) {
+		c.w.log.Warn().Str("sandbox", c.s.id()).Err(err).Msg("cannot delete the session of a timed-out command")
+	}
+	res := &execResult{timedOut: true, metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}
+	stderr := &blockBuffer{}
+	if relay != nil {
+		// The relay is closed: its buffers are ours now.
+		res.stdout = outputText{blocks: &relay.out[0]}
+		stderr = &relay.out[1]
+	}
+	if stderr.Len() > 0 && !stderr.endsWith('\n') {
+		stderr.Write([]byte("\n"))
+	}
+	stderr.Write([]byte(c.timeoutMessage() + "\n"))
+	res.stderr = outputText{blocks: stderr}
+	return res
+}
+
+// sessionFor returns the lease's persistent session, opening it once for
+// concurrent first commands (with a session.open span when tracing is on).
+func (w *Worker) sessionFor(ctx context.Context, s *leaseSandbox) (string, error) {
+	return w.leases.sessionOrCreate(ctx, s.key, func(ctx context.Context) (string, error) {
+		id := "paperclip-" + w.newID()
+		start := w.now()
+		err := s.toolbox().CreateSession(ctx, id)
+		w.recordSpan(ctx, "session.open", start, err)
+		if err != nil {
+			return "", err
+		}
+		return id, nil
+	})
+}

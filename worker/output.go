@@ -1,0 +1,203 @@
+package worker
+
+import (
+	"io"
+	"unicode/utf8"
+)
+
+// blockBuffer accumulates a command's output in fixed-size blocks: appending
+// never copies what is already there, so holding N bytes costs N bytes, not
+// the 2N a growing slice needs while it doubles.
+type blockBuffer struct {
+	blocks [][]byte
+	n      int64
+}
+
+const outputBlockSize = 1 << 20
+
+func (b *blockBuffer) Write(p []byte) (int, error) {
+	written := len(p)
+	for len(p) > 0 {
+		if len(b.blocks) == 0 || len(b.blocks[len(b.blocks)-1]) == cap(b.blocks[len(b.blocks)-1]) {
+			size := outputBlockSize
+			if len(b.blocks) == 0 && len(p) < size {
+				// Most commands print little: start small.
+				size = max(len(p), 4096)
+			}
+			b.blocks = append(b.blocks, make([]byte, 0, size))
+		}
+		last := &b.blocks[len(b.blocks)-1]
+		n := min(cap(*last)-len(*last), len(p))
+		*last = append(*last, p[:n]...)
+		p = p[n:]
+	}
+	b.n += int64(written)
+	return written, nil
+}
+
+func (b *blockBuffer) Len() int64 { return b.n }
+
+// endsWith reports whether the last byte written is c.
+func (b *blockBuffer) endsWith(c byte) bool {
+	if len(b.blocks) == 0 {
+		return false
+	}
+	last := b.blocks[len(b.blocks)-1]
+	return len(last) > 0 && last[len(last)-1] == c
+}
+
+// String copies the contents out (small outputs, tests, error paths).
+func (b *blockBuffer) String() string {
+	buf := make([]byte, 0, b.n)
+	for _, blk := range b.blocks {
+		buf = append(buf, blk...)
+	}
+	return string(buf)
+}
+
+// writeJSONString writes the buffer as one JSON string, escaping as
+// encoding/json does (invalid UTF-8 becomes U+FFFD) but without HTML
+// escaping and without ever holding the whole encoding in memory.
+func (b *blockBuffer) writeJSONString(w io.Writer) error {
+	e := jsonStringWriter{w: w, buf: make([]byte, 0, 64<<10)}
+	e.buf = append(e.buf, '"')
+	for _, blk := range b.blocks {
+		if err := e.write(blk); err != nil {
+			return err
+		}
+	}
+	if err := e.finish(); err != nil {
+		return err
+	}
+	e.buf = append(e.buf, '"')
+	return e.flush()
+}
+
+// jsonStringWriter escapes UTF-8 text into a JSON string body, carrying an
+// incomplete rune across calls.
+type jsonStringWriter struct {
+	w     io.Writer
+	buf   []byte
+	carry []byte
+}
+
+func (e *jsonStringWriter) write(p []byte) error {
+	if len(e.carry) > 0 {
+		need := utf8Need(e.carry[0]) - len(e.carry)
+		take := min(need, len(p))
+		e.carry = append(e.carry, p[:take]...)
+		p = p[take:]
+		if len(e.carry) < utf8Need(e.carry[0]) && len(p) == 0 {
+			return nil
+		}
+		e.escape(e.carry)
+		e.carry = e.carry[:0]
+	}
+	if tail := incompleteTail(p); tail > 0 {
+		e.carry = append(e.carry, p[len(p)-tail:]...)
+		p = p[:len(p)-tail]
+	}
+	e.escape(p)
+	if len(e.buf) >= 32<<10 {
+		return e.flush()
+	}
+	return nil
+}
+
+func (e *jsonStringWriter) finish() error {
+	if len(e.carry) > 0 {
+		e.escape(e.carry) // an incomplete rune at the very end: U+FFFD
+		e.carry = e.carry[:0]
+	}
+	return nil
+}
+
+func (e *jsonStringWriter) flush() error {
+	if len(e.buf) == 0 {
+		return nil
+	}
+	_, err := e.w.Write(e.buf)
+	e.buf = e.buf[:0]
+	return err
+}
+
+const hexDigits = "0123456789abcdef"
+
+func (e *jsonStringWriter) escape(p []byte) {
+	start := 0
+	for i := 0; i < len(p); {
+		c := p[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			e.buf = append(e.buf, p[start:i]...)
+			switch c {
+			case '"', '\\':
+				e.buf = append(e.buf, '\\', c)
+			case '\n':
+				e.buf = append(e.buf, '\\', 'n')
+			case '\r':
+				e.buf = append(e.buf, '\\', 'r')
+			case '\t':
+				e.buf = append(e.buf, '\\', 't')
+			default:
+				e.buf = append(e.buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(p[i:])
+		if r == utf8.RuneError && size == 1 {
+			e.buf = append(e.buf, p[start:i]...)
+			e.buf = append(e.buf, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			// encoding/json escapes these; so do we, for byte-identical output.
+			e.buf = append(e.buf, p[start:i]...)
+			e.buf = append(e.buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	e.buf = append(e.buf, p[start:]...)
+}
+
+// utf8Need is the length of the sequence a lead byte starts (1 for others).
+func utf8Need(lead byte) int {
+	switch {
+	case lead&0xE0 == 0xC0:
+		return 2
+	case lead&0xF0 == 0xE0:
+		return 3
+	case lead&0xF8 == 0xF0:
+		return 4
+	}
+	return 1
+}
+
+// incompleteTail returns how many trailing bytes of p start a multi-byte
+// rune that p does not finish (0 if p ends on a rune boundary).
+func incompleteTail(p []byte) int {
+	for back := 1; back <= 3 && back <= len(p); back++ {
+		c := p[len(p)-back]
+		if c < utf8.RuneSelf {
+			return 0
+		}
+		if c&0xC0 == 0x80 {
+			continue // a continuation byte: look further back for the lead
+		}
+		if utf8Need(c) > back {
+			return back
+		}
+		return 0
+	}
+	return 0
+}

@@ -1,0 +1,160 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// envVar is one caller environment entry, in the order the host sent it.
+type envVar struct {
+	key   string
+	value string
+	ok    bool // the value was a JSON string; others are dropped, as in the plugin
+}
+
+// orderedEnv decodes a JSON object keeping member order, because the plugin
+// builds its `env K=V …` line in insertion order.
+func orderedEnv(raw json.RawMessage) ([]envVar, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf("params.env must be an object")
+	}
+	var out []envVar
+	index := map[string]int{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		e := envVar{key: key}
+		e.ok = json.Unmarshal(v, &e.value) == nil && bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`))
+		if i, seen := index[key]; seen {
+			out[i] = e // a repeated member keeps its first position, as in JavaScript
+			continue
+		}
+		index[key] = len(out)
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+var shellEnvKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// nonInteractiveGitEnv keeps git and ssh from ever waiting on a prompt; the
+// caller's env overrides any of them.
+var nonInteractiveGitEnv = []envVar{
+	{key: "GIT_TERMINAL_PROMPT", value: "0", ok: true},
+	{key: "GCM_INTERACTIVE", value: "Never", ok: true},
+	{key: "GIT_ASKPASS", value: "echo", ok: true},
+	{key: "SSH_ASKPASS", value: "echo", ok: true},
+	{key: "SSH_ASKPASS_REQUIRE", value: "force", ok: true},
+}
+
+// profileLines source the login profiles the way the plugin does: the
+// one-shot executor runs a non-login shell, and the sandbox image puts its
+// CLIs on the PATH only through /etc/profile.
+var profileLines = []string{
+	`if [ -f /etc/profile ]; then . /etc/profile >/dev/null 2>&1 || true; fi`,
+	`if [ -f "$HOME/.profile" ]; then . "$HOME/.profile" >/dev/null 2>&1 || true; fi`,
+	`if [ -f "$HOME/.bash_profile" ]; then . "$HOME/.bash_profile" >/dev/null 2>&1 || true; elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc" >/dev/null 2>&1 || true; fi`,
+	`if [ -f "$HOME/.zprofile" ]; then . "$HOME/.zprofile" >/dev/null 2>&1 || true; fi`,
+}
+
+// loginShellScript is the plugin's buildLoginShellScript, byte for byte: the
+// profile lines, a cd to the quoted cwd, then `env K='v' … 'cmd' 'arg'…`
+// with stdin redirected from a file, all joined by " && ".
+func loginShellScript(command string, args []string, cwd string, env []envVar, stdinPath string) (string, error) {
+	for _, e := range env {
+		if !shellEnvKey.MatchString(e.key) {
+			return "", fmt.Errorf("Invalid sandbox environment variable key: %s", e.key)
+		}
+	}
+	merged := append([]envVar(nil), nonInteractiveGitEnv...)
+	for _, e := range env {
+		replaced := false
+		for i := range merged {
+			if merged[i].key == e.key {
+				merged[i] = e
+				replaced = true
+				break
+			}
+		}
+		if !replaced {
+			merged = append(merged, e)
+		}
+	}
+	var envArgs []string
+	for _, e := range merged {
+		if e.ok {
+			envArgs = append(envArgs, e.key+"="+shellQuote(e.value))
+		}
+	}
+	parts := make([]string, 0, len(args)+1)
+	parts = append(parts, shellQuote(command))
+	for _, a := range args {
+		parts = append(parts, shellQuote(a))
+	}
+	cmd := strings.Join(parts, " ")
+	if stdinPath != "" {
+		cmd += " < " + shellQuote(stdinPath)
+	}
+	final := cmd
+	if len(envArgs) > 0 {
+		final = "env " + strings.Join(envArgs, " ") + " " + cmd
+	}
+	lines := append([]string(nil), profileLines...)
+	if cwd != "" {
+		lines = append(lines, "cd "+shellQuote(cwd))
+	}
+	lines = append(lines, final)
+	return strings.Join(lines, " && "), nil
+}
+
+var gitNetworkSubcommands = map[string]bool{"push": true, "fetch": true, "pull": true, "ls-remote": true, "clone": true}
+
+// isGitNetworkCommand is the plugin's isGitNetworkCommand: git's first
+// positional argument (skipping -C/-c/--git-dir/--work-tree and their
+// values) is a network subcommand, or `remote update` / `submodule update`.
+func isGitNetworkCommand(command string, args []string) bool {
+	if path.Base(command) != "git" {
+		return false
+	}
+	for i := 0; i < len(args); {
+		arg := args[i]
+		switch {
+		case arg == "-C" || arg == "-c" || arg == "--git-dir" || arg == "--work-tree":
+			i += 2
+			continue
+		case strings.HasPrefix(arg, "-"):
+			i++
+			continue
+		case gitNetworkSubcommands[arg]:
+			return true
+		case arg == "remote" || arg == "submodule":
+			for _, next := range args[i+1:] {
+				if !strings.HasPrefix(next, "-") {
+					return next == "update"
+				}
+			}
+			return false
+		}
+		return false
+	}
+	return false
+}

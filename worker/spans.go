@@ -1,0 +1,57 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
+)
+
+// spans sends span.record calls in the background: a span must never block
+// or fail plugin work, and the host may take its time to answer.
+type spans struct {
+	wg sync.WaitGroup
+}
+
+// recordSpan reports a provider span to the host, but only when the current
+// invocation carries a traceparent (tracing is on), as the SDK's tracer does.
+func (w *Worker) recordSpan(ctx context.Context, name string, start time.Time, err error) {
+	inv := rpc.InvocationFrom(ctx)
+	if inv == nil || inv.Traceparent == "" {
+		return
+	}
+	rec := protocol.SpanRecord{
+		Name:        name,
+		Attributes:  map[string]any{"paperclip.sandbox.startup.provider": providerName},
+		StartTimeMs: start.UnixMilli(),
+		EndTimeMs:   w.now().UnixMilli(),
+	}
+	if err != nil {
+		rec.Status = &protocol.SpanStatus{Code: 2}
+	}
+	// The call outlives the request that made it (fire and forget), so it
+	// keeps the invocation but not the request's cancellation.
+	callCtx := context.WithoutCancel(ctx)
+	w.spans.wg.Add(1)
+	go func() {
+		defer w.spans.wg.Done()
+		if err := w.host.Call(callCtx, protocol.CallSpanRecord, rec, nil); err != nil {
+			w.log.Debug().Err(err).Str("span", name).Msg("span.record failed")
+		}
+	}()
+}
+
+// waitSpans waits (up to ctx) for span calls in flight.
+func (w *Worker) waitSpans(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		w.spans.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
