@@ -1,0 +1,269 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func testScope(id string) scope {
+	return scope{driverKey: "daytona", companyID: "c", environmentID: "e", providerLeaseID: id,
+		config: DriverConfig{AutoStopInterval: 15}, account: "acct"}
+}
+
+func TestScopeKeyIsTheReferenceStableJSON(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, `{"account":"acct","companyId":"c","driverKey":"daytona","environmentId":"e","providerLeaseId":"p"}`, testScope("p").key())
+	// The account fingerprint covers the resolved key and URL, never the key itself.
+	fp := accountFingerprint(DriverConfig{}, "secret")
+	assert.Len(t, fp, 64)
+	assert.NotContains(t, fp, "secret")
+	url := "http://x"
+	assert.NotEqual(t, fp, accountFingerprint(DriverConfig{APIURL: &url}, "secret"))
+	assert.NotEqual(t, fp, accountFingerprint(DriverConfig{}, "other"))
+}
+
+func TestHandleCacheSingleFlightAndEviction(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	l := newLeases(clock.Now)
+	sc := testScope("sbx-1")
+	var fetches atomic.Int32
+	release := make(chan struct{})
+	fetch := func(ctx context.Context) (*daytona.Sandbox, error) {
+		fetches.Add(1)
+		<-release
+		return &daytona.Sandbox{ID: "sbx-1", State: daytona.StateStarted}, nil
+	}
+	var wg sync.WaitGroup
+	hits := make([]bool, 8)
+	for i := range hits {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, hit, err := l.getHandle(context.Background(), sc, fetch)
+			require.NoError(t, err)
+			assert.Equal(t, "sbx-1", h.snapshot().ID)
+			hits[i] = hit
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	assert.EqualValues(t, 1, fetches.Load(), "concurrent misses share one fetch")
+	misses := 0
+	for _, h := range hits {
+		if !h {
+			misses++
+		}
+	}
+	assert.Equal(t, 1, misses)
+
+	// A failed fetch is never cached.
+	failing := testScope("sbx-2")
+	_, _, err := l.getHandle(context.Background(), failing, func(context.Context) (*daytona.Sandbox, error) {
+		return nil, daytona.ErrNotFound
+	})
+	assert.ErrorIs(t, err, daytona.ErrNotFound)
+	_, hit, err := l.getHandle(context.Background(), failing, func(context.Context) (*daytona.Sandbox, error) {
+		return &daytona.Sandbox{ID: "sbx-2"}, nil
+	})
+	require.NoError(t, err)
+	assert.False(t, hit)
+
+	// A handle for another sandbox is refused and evicted.
+	wrong := testScope("sbx-3")
+	_, _, err = l.getHandle(context.Background(), wrong, func(context.Context) (*daytona.Sandbox, error) {
+		return &daytona.Sandbox{ID: "sbx-other"}, nil
+	})
+	assert.EqualError(t, err, "Daytona sandbox handle mismatch: handle sbx-other does not belong to lease sbx-3.")
+
+	// Staleness: half the auto-stop interval without confirmation.
+	h, _, err := l.getHandle(context.Background(), sc, fetch)
+	require.NoError(t, err)
+	assert.False(t, l.stale(h, 15))
+	clock.advance(7*time.Minute + 29*time.Second)
+	assert.False(t, l.stale(h, 15))
+	clock.advance(time.Second)
+	assert.True(t, l.stale(h, 15))
+	l.markFresh(sc.key())
+	assert.False(t, l.stale(h, 15))
+	assert.False(t, l.stale(h, 0), "auto-stop disabled: never stale")
+	assert.Same(t, h, l.findByProviderLeaseID("sbx-1"))
+	assert.Nil(t, l.findByProviderLeaseID("nope"))
+}
+
+func TestTeardownGateHoldsNewActivityAndClosedLeasesRefuseIt(t *testing.T) {
+	t.Parallel()
+	l := newLeases(time.Now)
+	sc := testScope("sbx")
+	key := sc.key()
+	l.beginTeardown(key)
+	ran := make(chan struct{})
+	go func() {
+		_, _ = l.withActivity(context.Background(), sc, true, func() (any, error) {
+			close(ran)
+			return nil, nil
+		})
+	}()
+	select {
+	case <-ran:
+		t.Fatal("activity ran during a teardown")
+	case <-time.After(30 * time.Millisecond):
+	}
+	l.endTeardown(key)
+	<-ran
+
+	l.close(key)
+	_, err := l.withActivity(context.Background(), sc, false, func() (any, error) { return nil, nil })
+	assert.EqualError(t, err, "Daytona sandbox lease sbx is no longer active.")
+	_, err = l.withActivity(context.Background(), sc, true, func() (any, error) { return nil, nil })
+	assert.NoError(t, err, "resume may run on a closed lease")
+	l.open(key)
+	_, err = l.withActivity(context.Background(), sc, false, func() (any, error) { return nil, nil })
+	assert.NoError(t, err)
+
+	// A waiter on the teardown gate gives up with its context.
+	l.beginTeardown(key)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = l.withActivity(ctx, sc, false, func() (any, error) { return nil, nil })
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	l.endTeardown(key)
+}
+
+func TestWaitForIdleWaitsForEveryActivity(t *testing.T) {
+	t.Parallel()
+	l := newLeases(time.Now)
+	sc := testScope("sbx")
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		started.Add(1)
+		go func() {
+			_, _ = l.withActivity(context.Background(), sc, false, func() (any, error) {
+				started.Done()
+				<-release
+				return nil, nil
+			})
+		}()
+	}
+	started.Wait()
+	assert.True(t, l.activityActive(sc.key()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	assert.ErrorIs(t, l.waitForIdle(ctx, sc.key()), context.DeadlineExceeded)
+	cancel()
+	close(release)
+	require.NoError(t, l.waitForIdle(context.Background(), sc.key()))
+	assert.False(t, l.activityActive(sc.key()))
+}
+
+func TestSessionCreatedOnceAndRetriedAfterFailure(t *testing.T) {
+	t.Parallel()
+	l := newLeases(time.Now)
+	key := testScope("sbx").key()
+	var creates atomic.Int32
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	ids := make([]string, 6)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := l.sessionOrCreate(context.Background(), key, func(context.Context) (string, error) {
+				creates.Add(1)
+				<-gate
+				return "paperclip-1", nil
+			})
+			require.NoError(t, err)
+			ids[i] = id
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(gate)
+	wg.Wait()
+	assert.EqualValues(t, 1, creates.Load())
+	for _, id := range ids {
+		assert.Equal(t, "paperclip-1", id)
+	}
+	assert.Equal(t, "paperclip-1", l.takeSessionID(key))
+	_, err := l.sessionOrCreate(context.Background(), key, func(context.Context) (string, error) {
+		return "", errors.New("boom")
+	})
+	assert.EqualError(t, err, "boom")
+	id, err := l.sessionOrCreate(context.Background(), key, func(context.Context) (string, error) { return "paperclip-2", nil })
+	require.NoError(t, err)
+	assert.Equal(t, "paperclip-2", id)
+	l.forgetSession(key, "paperclip-other")
+	assert.Equal(t, "paperclip-2", l.sessionID(key), "forgetSession only clears the same session")
+	l.forgetSession(key, "paperclip-2")
+	assert.Empty(t, l.sessionID(key))
+}
+
+func TestTombstonesArePrunedAfterADay(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Unix(0, 0)}
+	l := newLeases(clock.Now)
+	l.close(testScope("old").key())
+	clock.advance(25 * time.Hour)
+	l.close(testScope("new").key())
+	assert.False(t, l.isClosed(testScope("old").key()))
+	assert.True(t, l.isClosed(testScope("new").key()))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Len(t, l.entries, 1)
+}
+
+func TestSentinelTokenAndFile(t *testing.T) {
+	t.Parallel()
+	ws, issue := "ws-1", "iss-1"
+	img := "daytonaio/sandbox:0.8.0"
+	cpu := 4.0
+	p := acquireParamsForTest("c-1", "env-1", "ag-1", &ws, &issue, "claude_local")
+	cfg := DriverConfig{ReuseLease: true, Image: &img, CPU: &cpu}
+	token, ok := sentinelToken(p, cfg)
+	require.True(t, ok)
+	assert.Equal(t, sha256Hex(`{"adapterType":"claude_local","agentId":"ag-1","companyId":"c-1","cpu":4,"disk":null,"environmentId":"env-1","executionWorkspaceId":"ws-1","gpu":null,"image":"daytonaio/sandbox:0.8.0","memory":null,"provider":"daytona","snapshot":null,"target":null}`), token)
+
+	p2 := acquireParamsForTest("c-1", "env-1", "ag-1", nil, &issue, "")
+	token2, ok := sentinelToken(p2, cfg)
+	require.True(t, ok)
+	assert.Equal(t, sha256Hex(`{"adapterType":null,"agentId":"ag-1","companyId":"c-1","cpu":4,"disk":null,"environmentId":"env-1","executionWorkspaceId":null,"gpu":null,"image":"daytonaio/sandbox:0.8.0","memory":null,"projectlessIssueId":"iss-1","provider":"daytona","snapshot":null,"target":null}`), token2)
+
+	// The same value computed by the reference's stableStringify under Node.
+	assert.Equal(t, "ae30b260a6ccc0efcb8f8ee50175527b930500b02a45225547bbe9081eeb1226", token2)
+	assert.Equal(t, "86a31042fcf78aee0f6cb2fe3c414afff7b59a2df38baef41369cee4ac9f3f94", accountFingerprint(DriverConfig{}, "k"))
+
+	_, ok = sentinelToken(p, DriverConfig{})
+	assert.False(t, ok, "no token without reuseLease")
+	_, ok = sentinelToken(acquireParamsForTest("c", "e", "", &ws, nil, ""), cfg)
+	assert.False(t, ok, "no token without an agent")
+
+	file := sentinelFile(p2, token2, time.Date(2026, 11, 29, 10, 0, 0, 123e6, time.UTC))
+	assert.Equal(t, "{\n  \"version\": 1,\n  \"token\": \""+token2+"\",\n  \"companyId\": \"c-1\",\n  \"environmentId\": \"env-1\",\n  \"agentId\": \"ag-1\",\n  \"projectlessIssueId\": \"iss-1\",\n  \"adapterType\": null,\n  \"provider\": \"daytona\",\n  \"writtenAt\": \"2026-11-29T10:00:00.123Z\"\n}", string(file))
+}

@@ -1,0 +1,173 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// encodeBlocks writes data through a blockBuffer fed in pieces of size step.
+func encodeBlocks(t testing.TB, data []byte, step int) string {
+	var b blockBuffer
+	for len(data) > 0 {
+		n := min(step, len(data))
+		b.Write(data[:n])
+		data = data[n:]
+	}
+	var out bytes.Buffer
+	require.NoError(t, b.writeJSONString(&out))
+	return out.String()
+}
+
+func stdJSON(s []byte) string {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(string(s))
+	return strings.TrimSuffix(out.String(), "\n")
+}
+
+func TestBlockBufferEncodesLikeEncodingJSON(t *testing.T) {
+	t.Parallel()
+	samples := [][]byte{
+		nil, []byte("plain"), []byte("quote\" back\\ nl\n cr\r tab\t bell\a nul\x00"),
+		[]byte("ü 日本 🙂 \u2028\u2029 <&>"), []byte("bad \xff\xfe utf8 \xe2\x82 cut"), []byte("\xf0\x9f\x99"),
+		bytes.Repeat([]byte("ab日🙂"), 200_000),
+	}
+	for _, s := range samples {
+		for _, step := range []int{1, 2, 3, 7, 4096, outputBlockSize + 1} {
+			assert.Equal(t, stdJSON(s), encodeBlocks(t, s, step), "sample %.40q step %d", s, step)
+		}
+	}
+}
+
+func FuzzBlockBufferJSON(f *testing.F) {
+	f.Add([]byte("hello"), 3)
+	f.Add([]byte("ü日🙂\xff"), 1)
+	f.Fuzz(func(t *testing.T, data []byte, step int) {
+		if step <= 0 || step > 1<<16 {
+			step = 1 + step&0xff
+		}
+		if got, want := encodeBlocks(t, data, step), stdJSON(data); got != want {
+			t.Fatalf("got %q want %q", got, want)
+		}
+	})
+}
+
+func TestIncompleteTail(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int{
+		"": 0, "a": 0, "ü": 0, "\xc3": 1, "a\xe6\x97": 2, "\xf0\x9f\x99": 3, "🙂": 0, "\x80": 0, "a\xff": 0,
+	} {
+		assert.Equal(t, want, incompleteTail([]byte(in)), "%q", in)
+	}
+}
+
+// recorder collects relayed notifications.
+type recorder struct {
+	mu     sync.Mutex
+	chunks []struct{ stream, chunk string }
+}
+
+func (r *recorder) send(stream, chunk string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.chunks = append(r.chunks, struct{ stream, chunk string }{stream, chunk})
+	return nil
+}
+
+func (r *recorder) joined(stream string) string {
+	var b strings.Builder
+	for _, c := range r.chunks {
+		if c.stream == stream {
+			b.WriteString(c.chunk)
+		}
+	}
+	return b.String()
+}
+
+func TestRelayForwardsEveryByteOnceOnRuneBoundaries(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	r := newLogRelay(rec.send)
+	out, errw := r.stream(0), r.stream(1)
+	text := strings.Repeat("line ü日🙂\n", 150_000) // multi-byte runes, ~2.7 MB
+	data := []byte(text)
+	// Feed in odd-sized pieces so runes are split across writes.
+	for i, step := 0, 0; i < len(data); i += step {
+		step = 1 + (i*7919)%5000
+		end := min(i+step, len(data))
+		_, _ = out.Write(data[i:end])
+		if i%3 == 0 {
+			_, _ = errw.Write([]byte("e"))
+		}
+	}
+	r.close()
+	assert.Equal(t, text, rec.joined("stdout"))
+	assert.Equal(t, r.out[0].String(), text, "the result holds the same bytes")
+	assert.Equal(t, int(r.out[1].Len()), len(rec.joined("stderr")))
+	for _, c := range rec.chunks {
+		assert.NotEmpty(t, c.chunk)
+		assert.LessOrEqual(t, len(c.chunk), maxLogChunkBytes)
+		assert.True(t, utf8.ValidString(c.chunk), "chunks end on rune boundaries")
+	}
+}
+
+func TestRelayKeepsStreamOrderAndFlushesATrailingPartialRune(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	r := newLogRelay(rec.send)
+	_, _ = r.stream(0).Write([]byte("a"))
+	_, _ = r.stream(1).Write([]byte("b"))
+	_, _ = r.stream(0).Write([]byte("c\xe6\x97"))
+	r.close()
+	assert.Equal(t, "ac\xe6\x97", rec.joined("stdout"), "an incomplete rune at the end still goes out")
+	assert.Equal(t, "b", rec.joined("stderr"))
+}
+
+func TestRelayAppliesBackpressure(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var sent int
+	var mu sync.Mutex
+	r := newLogRelay(func(stream, chunk string) error {
+		<-release
+		mu.Lock()
+		sent += len(chunk)
+		mu.Unlock()
+		return nil
+	})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		block := bytes.Repeat([]byte("x"), 1<<20)
+		for i := 0; i < 32; i++ {
+			_, _ = r.stream(0).Write(block)
+		}
+	}()
+	// With the sender stuck, the writer must stop once the pending bound is
+	// reached rather than buffer everything.
+	for {
+		r.mu.Lock()
+		blocked := r.bytes >= maxPendingLogBytes
+		r.mu.Unlock()
+		if blocked {
+			break
+		}
+	}
+	select {
+	case <-done:
+		t.Fatal("writer was not held back")
+	default:
+	}
+	close(release)
+	<-done
+	r.close()
+	assert.Equal(t, 32<<20, sent)
+}
