@@ -16,7 +16,7 @@ build:
 
 ## run: play the demo session through the real worker, printed readably
 run: build
-	$(BIN)/playback --worker $(WORKER) testdata/transcripts/demo.jsonl
+	$(BIN)/playback --worker $(WORKER) --emulator testdata/transcripts/demo.jsonl
 
 ## test: vet, then every test with the race detector (fuzz seed corpora included)
 test:

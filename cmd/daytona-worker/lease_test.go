@@ -193,6 +193,7 @@ func TestLeaseTranscripts(t *testing.T) {
 		{name: "lease-liveness", cfg: `,"livenessTimeoutMs":300`},
 		{name: "probe"},
 		{name: "execute-session"},
+		{name: "demo"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

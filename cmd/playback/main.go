@@ -1,30 +1,43 @@
 // Command playback plays a transcript through a real daytona-worker and
 // prints the conversation readably. It is what `make run` runs.
 //
-//	playback [--worker PATH] [--verbose] FILE
+//	playback [--worker PATH] [--emulator] [--verbose] FILE
+//
+// With --emulator it first starts a local Daytona emulator on loopback (in a
+// temporary folder, removed afterwards) and gives the transcript the
+// variables DAYTONA_API_URL, DAYTONA_API_KEY, EMULATOR_ROOT and CFG (a
+// config pointing at it), so the session runs without a Daytona account.
 package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/internal/transcript"
 )
 
 func main() {
 	workerPath := flag.String("worker", "bin/daytona-worker", "the daytona-worker binary to drive")
+	withEmulator := flag.Bool("emulator", false, "start a local Daytona emulator for the session")
 	verbose := flag.Bool("verbose", false, "print whole messages instead of shortening long values")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: playback [--worker PATH] [--verbose] TRANSCRIPT")
+		fmt.Fprintln(os.Stderr, "usage: playback [--worker PATH] [--emulator] [--verbose] TRANSCRIPT")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -32,13 +45,58 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := play(flag.Arg(0), *workerPath, *verbose, os.Stdout); err != nil {
+	vars := transcript.Vars{}
+	if *withEmulator {
+		stop, err := startEmulator(vars, os.Stdout)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "playback:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
+	if err := play(flag.Arg(0), *workerPath, vars, *verbose, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "playback:", err)
 		os.Exit(1)
 	}
 }
 
-func play(path, workerPath string, verbose bool, out io.Writer) error {
+// startEmulator serves a local Daytona on a loopback port and fills vars.
+func startEmulator(vars transcript.Vars, out io.Writer) (stop func(), err error) {
+	root, err := os.MkdirTemp("", "daytona-emulator-")
+	if err != nil {
+		return nil, err
+	}
+	quiet := zerolog.Nop()
+	srv, err := emulator.New(emulator.Options{Root: root, Logger: &quiet})
+	if err != nil {
+		os.RemoveAll(root)
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		os.RemoveAll(root)
+		return nil, err
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	apiURL := "http://" + ln.Addr().String() + "/api"
+	cfg, _ := json.Marshal(map[string]any{"apiKey": emulator.DevAPIKey, "apiUrl": apiURL, "timeoutMs": 60000})
+	vars["DAYTONA_API_URL"] = transcript.StringVar(apiURL)
+	vars["DAYTONA_API_KEY"] = transcript.StringVar(emulator.DevAPIKey)
+	vars["EMULATOR_ROOT"] = transcript.StringVar(root)
+	vars["CFG"] = cfg
+	fmt.Fprintf(out, "local Daytona emulator at %s (sandboxes under %s)\n", apiURL, root)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		srv.Close()
+		os.RemoveAll(root)
+	}, nil
+}
+
+func play(path, workerPath string, vars transcript.Vars, verbose bool, out io.Writer) error {
 	steps, err := transcript.ParseFile(path)
 	if err != nil {
 		return err
@@ -59,7 +117,7 @@ func play(path, workerPath string, verbose bool, out io.Writer) error {
 	fmt.Fprintf(out, "started %s (pid %d)\n\n", workerPath, cmd.Process.Pid)
 	proc := &process{cmd: cmd}
 	player := &transcript.Player{
-		Stdin: stdin, Stdout: stdout, Process: proc, Vars: transcript.Vars{},
+		Stdin: stdin, Stdout: stdout, Process: proc, Vars: vars,
 		Observe: func(fromHost bool, line []byte) {
 			arrow := "worker ←"
 			if fromHost {
@@ -76,10 +134,21 @@ func play(path, workerPath string, verbose bool, out io.Writer) error {
 	return nil
 }
 
-// render shortens long string values so a message fits a terminal line.
+// render shortens long string values so a message fits a terminal line,
+// and shows execute.log output as the text it carries.
 func render(line []byte, verbose bool) string {
 	if verbose {
 		return string(line)
+	}
+	var note struct {
+		Method string `json:"method"`
+		Params struct {
+			Stream string `json:"stream"`
+			Chunk  string `json:"chunk"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &note) == nil && note.Method == "execute.log" {
+		return fmt.Sprintf("execute.log %s %q", note.Params.Stream, note.Params.Chunk)
 	}
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -87,7 +156,7 @@ func render(line []byte, verbose bool) string {
 	if dec.Decode(&v) != nil {
 		return string(line)
 	}
-	b, err := transcript.EncodeOrdered(shorten(v))
+	b, err := transcript.EncodeOrdered(shorten(transcript.Redact(v)))
 	if err != nil {
 		return string(line)
 	}
