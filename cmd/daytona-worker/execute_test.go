@@ -1,0 +1,948 @@
+package main
+
+// End-to-end checks of environmentExecute: the real binary, driven as the
+// host drives it, against the in-process emulator (real shells, real
+// processes). The host side is hand-written here rather than a transcript
+// because these checks need concurrency, hashing of large outputs and
+// emulator manipulation in the middle of a request.
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+)
+
+// ---- a streaming reader of the worker's NDJSON ----
+
+// streamedText stands for a JSON string the reader hashed instead of keeping
+// (the stdout/stderr of a result too large to hold twice).
+type streamedText struct {
+	N    int64
+	Sum  [sha256.Size]byte
+	Head string // the first bytes, for failure messages
+}
+
+// jsonLineReader decodes one JSON value per line. Strings at the paths hash
+// chooses are streamed into a hash; everything else becomes map[string]any,
+// []any, string, json.Number, bool or nil.
+type jsonLineReader struct {
+	br   *bufio.Reader
+	hash func(path []string) bool
+}
+
+var errNotNDJSON = errors.New("message not terminated by a newline")
+
+// next reads one message; the line must end right after the value.
+func (r *jsonLineReader) next() (any, error) {
+	v, err := r.value(nil)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.br.ReadByte()
+	if err != nil {
+		return nil, err
+	}
+	if c != '\n' {
+		return nil, fmt.Errorf("%w (got %q)", errNotNDJSON, c)
+	}
+	return v, nil
+}
+
+func (r *jsonLineReader) skipSpace() (byte, error) {
+	for {
+		c, err := r.br.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return c, nil
+		}
+	}
+}
+
+func (r *jsonLineReader) value(path []string) (any, error) {
+	c, err := r.skipSpace()
+	if err != nil {
+		return nil, err
+	}
+	switch c {
+	case '{':
+		obj := map[string]any{}
+		c, err := r.skipSpace()
+		if err != nil || c == '}' {
+			return obj, err
+		}
+		for {
+			if c != '"' {
+				return nil, fmt.Errorf("object key: unexpected %q", c)
+			}
+			var key bytes.Buffer
+			if _, err := r.stringTo(&key); err != nil {
+				return nil, err
+			}
+			if c, err = r.skipSpace(); err != nil || c != ':' {
+				return nil, fmt.Errorf("after key %q: want ':' (%v)", key.String(), err)
+			}
+			child := append(path[:len(path):len(path)], key.String())
+			v, err := r.value(child)
+			if err != nil {
+				return nil, err
+			}
+			obj[key.String()] = v
+			if c, err = r.skipSpace(); err != nil {
+				return nil, err
+			}
+			switch c {
+			case '}':
+				return obj, nil
+			case ',':
+				if c, err = r.skipSpace(); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, fmt.Errorf("in object: unexpected %q", c)
+			}
+		}
+	case '[':
+		arr := []any{}
+		if b, err := r.br.Peek(1); err == nil && b[0] == ']' {
+			_, _ = r.br.ReadByte()
+			return arr, nil
+		}
+		for {
+			v, err := r.value(append(path[:len(path):len(path)], strconv.Itoa(len(arr))))
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+			c, err := r.skipSpace()
+			if err != nil {
+				return nil, err
+			}
+			if c == ']' {
+				return arr, nil
+			}
+			if c != ',' {
+				return nil, fmt.Errorf("in array: unexpected %q", c)
+			}
+		}
+	case '"':
+		if r.hash != nil && r.hash(path) {
+			h := sha256.New()
+			head := &prefixWriter{max: 200}
+			n, err := r.stringTo(io.MultiWriter(h, head))
+			if err != nil {
+				return nil, err
+			}
+			st := streamedText{N: n, Head: head.buf.String()}
+			h.Sum(st.Sum[:0])
+			return st, nil
+		}
+		var b bytes.Buffer
+		_, err := r.stringTo(&b)
+		return b.String(), err
+	case 't', 'f', 'n':
+		word := map[byte]string{'t': "rue", 'f': "alse", 'n': "ull"}[c]
+		rest := make([]byte, len(word))
+		if _, err := io.ReadFull(r.br, rest); err != nil || string(rest) != word {
+			return nil, fmt.Errorf("bad literal starting with %q", c)
+		}
+		return map[byte]any{'t': true, 'f': false, 'n': nil}[c], nil
+	default:
+		num := []byte{c}
+		for {
+			b, err := r.br.Peek(1)
+			if err != nil || !strings.ContainsRune("+-0123456789.eE", rune(b[0])) {
+				break
+			}
+			num = append(num, b[0])
+			_, _ = r.br.ReadByte()
+		}
+		if !json.Valid(num) {
+			return nil, fmt.Errorf("bad number %q", num)
+		}
+		return json.Number(num), nil
+	}
+}
+
+// stringTo decodes the rest of a JSON string (the opening quote is read)
+// into w, a buffered run at a time, and returns the decoded length.
+func (r *jsonLineReader) stringTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		if _, err := r.br.Peek(1); err != nil {
+			return n, err
+		}
+		buf, _ := r.br.Peek(r.br.Buffered())
+		i := bytes.IndexByte(buf, '"')
+		if j := bytes.IndexByte(buf, '\\'); j >= 0 && (i < 0 || j < i) {
+			i = j
+		}
+		if i < 0 {
+			i = len(buf)
+		}
+		if i > 0 {
+			if _, err := w.Write(buf[:i]); err != nil {
+				return n, err
+			}
+			n += int64(i)
+			_, _ = r.br.Discard(i)
+			continue
+		}
+		c, _ := r.br.ReadByte()
+		if c == '"' {
+			return n, nil
+		}
+		e, err := r.br.ReadByte()
+		if err != nil {
+			return n, err
+		}
+		var out []byte
+		switch e {
+		case '"', '\\', '/':
+			out = []byte{e}
+		case 'b':
+			out = []byte{'\b'}
+		case 'f':
+			out = []byte{'\f'}
+		case 'n':
+			out = []byte{'\n'}
+		case 'r':
+			out = []byte{'\r'}
+		case 't':
+			out = []byte{'\t'}
+		case 'u':
+			rn, err := r.hex4()
+			if err != nil {
+				return n, err
+			}
+			if utf16.IsSurrogate(rn) {
+				// As encoding/json: a valid pair is one rune, anything else
+				// turns the first half into U+FFFD.
+				if ahead, err := r.br.Peek(6); err == nil && ahead[0] == '\\' && ahead[1] == 'u' {
+					if lo, err := strconv.ParseUint(string(ahead[2:]), 16, 32); err == nil {
+						if dec := utf16.DecodeRune(rn, rune(lo)); dec != utf8.RuneError {
+							_, _ = r.br.Discard(6)
+							rn = dec
+						} else {
+							rn = utf8.RuneError
+						}
+					}
+				} else {
+					rn = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(nil, rn)
+		default:
+			return n, fmt.Errorf("bad escape \\%c", e)
+		}
+		if _, err := w.Write(out); err != nil {
+			return n, err
+		}
+		n += int64(len(out))
+	}
+}
+
+func (r *jsonLineReader) hex4() (rune, error) {
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(r.br, b); err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseUint(string(b), 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("bad \\u escape %q", b)
+	}
+	return rune(v), nil
+}
+
+type prefixWriter struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	if room := p.max - p.buf.Len(); room > 0 {
+		p.buf.Write(b[:min(room, len(b))])
+	}
+	return len(b), nil
+}
+
+func TestJSONLineReaderAgreesWithEncodingJSON(t *testing.T) {
+	t.Parallel()
+	values := []string{
+		`{"a":"x\"y\\z\/\b\f\n\r\tq","b":[1,-2.5e3,true,false,null,{}],"c":[],"d":"ü日本🎉\u00fc\u65e5\ud83c\udf89","e":"\ud800x\udc00"}`,
+		`{"jsonrpc":"2.0","id":"r-1","result":{"exitCode":null,"stdout":"` + strings.Repeat(`a\n`, 70000) + `"}}`,
+		`[ "lone \ud83c", "pair\ud83c\udf89end", 0, 1e-7 ]`,
+	}
+	for _, v := range values {
+		var want any
+		require.NoError(t, json.Unmarshal([]byte(v), &want))
+		r := &jsonLineReader{br: bufio.NewReaderSize(strings.NewReader(v+"\n"), 16)}
+		got, err := r.next()
+		require.NoError(t, err)
+		gotJSON, _ := json.Marshal(got)
+		wantJSON, _ := json.Marshal(want)
+		assert.JSONEq(t, string(wantJSON), string(gotJSON))
+	}
+	r := &jsonLineReader{br: bufio.NewReader(strings.NewReader(`{"result":{"stdout":"ab\ncd"}}` + "\n")),
+		hash: func(p []string) bool { return strings.Join(p, ".") == "result.stdout" }}
+	got, err := r.next()
+	require.NoError(t, err)
+	st := got.(map[string]any)["result"].(map[string]any)["stdout"].(streamedText)
+	assert.Equal(t, sha256.Sum256([]byte("ab\ncd")), st.Sum)
+	assert.EqualValues(t, 5, st.N)
+}
+
+// ---- the host ----
+
+// host drives one worker as Paperclip's host does: requests carry ids and
+// invocation ids, replies are routed back by id, and execute.log
+// notifications are collected per invocation.
+type host struct {
+	t *testing.T
+	p *workerProc
+
+	mu          sync.Mutex
+	waiting     map[string]chan reply
+	invocations map[string]*invocationLog
+	byRequest   map[string]string // request id → invocation id
+	unexpected  []string
+	readErr     error
+	readDone    chan struct{}
+	writeMu     sync.Mutex
+	nextID      atomic.Int64
+	hashResults bool
+}
+
+type reply struct {
+	Result any
+	Error  map[string]any
+	At     time.Time
+}
+
+// invocationLog is what execute.log delivered for one invocation.
+type invocationLog struct {
+	stdout, stderr   bytes.Buffer // unless hashed
+	outHash, errHash hashCounter
+	hashed           bool
+	chunks           int
+	maxChunkUnits    int // the largest chunk in UTF-16 units (the host's limit)
+	afterReply       int // notifications that came after the reply
+	replied          bool
+	firstAt          time.Time
+}
+
+type hashCounter struct {
+	h interface {
+		io.Writer
+		Sum([]byte) []byte
+	}
+	n int64
+}
+
+func (c *hashCounter) write(s string) {
+	if c.h == nil {
+		c.h = sha256.New()
+	}
+	_, _ = io.WriteString(c.h, s)
+	c.n += int64(len(s))
+}
+
+func (c *hashCounter) sum() (sum [sha256.Size]byte) {
+	if c.h == nil {
+		c.h = sha256.New()
+	}
+	c.h.Sum(sum[:0])
+	return sum
+}
+
+type hostOptions struct {
+	// hashResults streams result stdout/stderr and execute.log chunks into
+	// hashes instead of keeping them.
+	hashResults bool
+	env         []string
+}
+
+func startHost(t *testing.T, opts hostOptions) *host {
+	t.Helper()
+	h := &host{
+		t: t, p: startWorker(t, opts.env), waiting: map[string]chan reply{},
+		invocations: map[string]*invocationLog{}, byRequest: map[string]string{},
+		readDone: make(chan struct{}), hashResults: opts.hashResults,
+	}
+	go h.read()
+	res := h.call("initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{},
+		"instanceInfo": map[string]any{"instanceId": "t", "hostVersion": "1"}, "apiVersion": 1}, "").wait()
+	require.Nil(t, res.Error)
+	return h
+}
+
+func (h *host) read() {
+	defer close(h.readDone)
+	r := &jsonLineReader{br: bufio.NewReaderSize(h.p.stdout, 4<<20)}
+	if h.hashResults {
+		r.hash = func(p []string) bool {
+			return len(p) == 2 && p[0] == "result" && (p[1] == "stdout" || p[1] == "stderr")
+		}
+	}
+	for {
+		v, err := r.next()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				h.mu.Lock()
+				h.readErr = err
+				h.mu.Unlock()
+			}
+			h.mu.Lock()
+			for id, ch := range h.waiting {
+				close(ch)
+				delete(h.waiting, id)
+			}
+			h.mu.Unlock()
+			return
+		}
+		h.dispatch(v)
+	}
+}
+
+func (h *host) dispatch(v any) {
+	m, _ := v.(map[string]any)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if id, ok := m["id"].(string); ok {
+		ch := h.waiting[id]
+		delete(h.waiting, id)
+		if inv := h.byRequest[id]; inv != "" {
+			h.logLocked(inv).replied = true
+		}
+		if ch == nil {
+			h.unexpected = append(h.unexpected, fmt.Sprintf("reply to unknown id %q", id))
+			return
+		}
+		r := reply{Result: m["result"], At: time.Now()}
+		if e, ok := m["error"].(map[string]any); ok {
+			r.Error = e
+		}
+		ch <- r
+		return
+	}
+	switch m["method"] {
+	case "log":
+		return
+	case "execute.log":
+		inv, _ := m["paperclipInvocationId"].(string)
+		params, _ := m["params"].(map[string]any)
+		stream, _ := params["stream"].(string)
+		chunk, _ := params["chunk"].(string)
+		l := h.logLocked(inv)
+		if inv == "" {
+			h.unexpected = append(h.unexpected, "execute.log without paperclipInvocationId")
+		}
+		if l.replied {
+			l.afterReply++
+		}
+		if l.chunks == 0 {
+			l.firstAt = time.Now()
+		}
+		l.chunks++
+		l.maxChunkUnits = max(l.maxChunkUnits, len(utf16.Encode([]rune(chunk))))
+		if chunk == "" {
+			h.unexpected = append(h.unexpected, "empty execute.log chunk for "+inv)
+		}
+		switch {
+		case stream == "stdout" && l.hashed:
+			l.outHash.write(chunk)
+		case stream == "stdout":
+			l.stdout.WriteString(chunk)
+		case stream == "stderr" && l.hashed:
+			l.errHash.write(chunk)
+		case stream == "stderr":
+			l.stderr.WriteString(chunk)
+		default:
+			h.unexpected = append(h.unexpected, "execute.log with stream "+stream)
+		}
+	default:
+		h.unexpected = append(h.unexpected, fmt.Sprintf("unexpected message %.300v", m))
+	}
+}
+
+func (h *host) logLocked(inv string) *invocationLog {
+	l := h.invocations[inv]
+	if l == nil {
+		l = &invocationLog{hashed: h.hashResults}
+		h.invocations[inv] = l
+	}
+	return l
+}
+
+// logs returns a copy of what execute.log delivered for inv so far.
+func (h *host) logs(inv string) (stdout, stderr string, l invocationLog) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	got := h.logLocked(inv)
+	return got.stdout.String(), got.stderr.String(), invocationLog{
+		hashed: got.hashed, chunks: got.chunks, maxChunkUnits: got.maxChunkUnits,
+		afterReply: got.afterReply, replied: got.replied, firstAt: got.firstAt,
+		outHash: got.outHash, errHash: got.errHash,
+	}
+}
+
+// pending is a request in flight.
+type pending struct {
+	h      *host
+	id     string
+	method string
+	ch     chan reply
+}
+
+type request struct {
+	method     string
+	params     any
+	invocation string
+}
+
+// line encodes a request; the id is fresh.
+func (h *host) prepare(req request) (*pending, []byte) {
+	h.t.Helper()
+	id := fmt.Sprintf("r-%d", h.nextID.Add(1))
+	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": req.method, "params": req.params}
+	if req.invocation != "" {
+		msg["paperclipInvocation"] = map[string]any{"id": req.invocation, "scope": map[string]any{"companyId": "c-1"}}
+	}
+	line, err := json.Marshal(msg)
+	require.NoError(h.t, err)
+	p := &pending{h: h, id: id, method: req.method, ch: make(chan reply, 1)}
+	h.mu.Lock()
+	h.waiting[id] = p.ch
+	if req.invocation != "" {
+		h.byRequest[id] = req.invocation
+	}
+	h.mu.Unlock()
+	return p, append(line, '\n')
+}
+
+// send writes requests in one write, as a host with many runs would.
+func (h *host) send(reqs ...request) []*pending {
+	h.t.Helper()
+	var buf bytes.Buffer
+	out := make([]*pending, 0, len(reqs))
+	for _, r := range reqs {
+		p, line := h.prepare(r)
+		buf.Write(line)
+		out = append(out, p)
+	}
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	_, err := h.p.stdin.Write(buf.Bytes())
+	require.NoError(h.t, err)
+	return out
+}
+
+func (h *host) call(method string, params any, invocation string) *pending {
+	h.t.Helper()
+	return h.send(request{method: method, params: params, invocation: invocation})[0]
+}
+
+// wait returns the reply, failing the test after a generous bound.
+func (p *pending) wait() reply {
+	p.h.t.Helper()
+	return p.waitFor(90 * time.Second)
+}
+
+func (p *pending) waitFor(d time.Duration) reply {
+	p.h.t.Helper()
+	select {
+	case r, ok := <-p.ch:
+		if !ok {
+			p.h.mu.Lock()
+			err := p.h.readErr
+			p.h.mu.Unlock()
+			p.h.t.Fatalf("%s %s: the worker closed stdout without replying (read error: %v)", p.method, p.id, err)
+		}
+		return r
+	case <-time.After(d):
+		p.h.t.Fatalf("%s %s: no reply within %s", p.method, p.id, d)
+	}
+	return reply{}
+}
+
+// checkClean fails the test on protocol surprises seen so far.
+func (h *host) checkClean() {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Empty(h.t, h.unexpected, "unexpected traffic from the worker")
+	assert.NoError(h.t, h.readErr)
+	for inv, l := range h.invocations {
+		assert.Zero(h.t, l.afterReply, "execute.log of %s after its reply", inv)
+		assert.Less(h.t, l.maxChunkUnits, 1_000_000, "an execute.log chunk of %s exceeds the host's limit", inv)
+	}
+}
+
+// shutdown ends the worker cleanly.
+func (h *host) shutdown() {
+	h.t.Helper()
+	r := h.call("shutdown", map[string]any{}, "").wait()
+	assert.Nil(h.t, r.Error)
+	_ = h.p.stdin.Close()
+	code, err := h.p.Wait()
+	require.NoError(h.t, err)
+	assert.Equal(h.t, 0, code)
+	<-h.readDone
+	h.checkClean()
+}
+
+// ---- leases and executes ----
+
+type lease struct {
+	id, remoteCwd string
+	cfg           json.RawMessage
+}
+
+func baseParams(cfg json.RawMessage) map[string]any {
+	return map[string]any{"driverKey": "daytona", "companyId": "c-1", "environmentId": "env-1", "issueId": "iss-1", "config": cfg}
+}
+
+func (h *host) acquire(cfg json.RawMessage) lease {
+	h.t.Helper()
+	p := baseParams(cfg)
+	p["runId"] = "run-1"
+	r := h.call("environmentAcquireLease", p, "").wait()
+	require.Nil(h.t, r.Error, "acquire: %v", r.Error)
+	res := r.Result.(map[string]any)
+	meta := res["metadata"].(map[string]any)
+	return lease{id: res["providerLeaseId"].(string), remoteCwd: meta["remoteCwd"].(string), cfg: cfg}
+}
+
+// release ends a lease; extra adds params (cancelActiveWork ...).
+func (h *host) releaseParams(l lease, extra map[string]any) map[string]any {
+	p := baseParams(l.cfg)
+	p["providerLeaseId"] = l.id
+	p["leaseMetadata"] = map[string]any{}
+	for k, v := range extra {
+		p[k] = v
+	}
+	return p
+}
+
+func (h *host) destroy(l lease) {
+	h.t.Helper()
+	r := h.call("environmentDestroyLease", h.releaseParams(l, nil), "").wait()
+	require.Nil(h.t, r.Error, "destroy: %v", r.Error)
+	assert.Equal(h.t, map[string]any{"providerLeaseId": l.id, "state": "destroyed"}, r.Result)
+}
+
+// cmdSpec is one environmentExecute.
+type cmdSpec struct {
+	command   string
+	args      []string
+	cwd       *string
+	env       map[string]string
+	stdin     *string
+	timeoutMs float64
+	bypass    bool
+}
+
+func strp(s string) *string { return &s }
+
+func (h *host) executeParams(l lease, e cmdSpec) map[string]any {
+	p := baseParams(l.cfg)
+	p["lease"] = map[string]any{"providerLeaseId": l.id, "metadata": map[string]any{"remoteCwd": l.remoteCwd}, "expiresAt": nil}
+	p["command"] = e.command
+	if e.args != nil {
+		p["args"] = e.args
+	}
+	if e.cwd != nil {
+		p["cwd"] = *e.cwd
+	}
+	if e.env != nil {
+		p["env"] = e.env
+	}
+	if e.stdin != nil {
+		p["stdin"] = *e.stdin
+	}
+	if e.timeoutMs > 0 {
+		p["timeoutMs"] = e.timeoutMs
+	}
+	if e.bypass {
+		p["bypassSession"] = true
+	}
+	return p
+}
+
+var invocationSeq atomic.Int64
+
+func newInvocation() string { return fmt.Sprintf("inv-%d", invocationSeq.Add(1)) }
+
+// execResult is a decoded environmentExecute result plus what execute.log
+// delivered for it.
+type execResult struct {
+	ExitCode  *int
+	TimedOut  bool
+	Stdout    string
+	Stderr    string
+	StdoutSum *streamedText // when the host hashes results
+	StderrSum *streamedText
+	Metadata  map[string]any
+
+	LogStdout, LogStderr string
+	Log                  invocationLog
+	Err                  map[string]any // the JSON-RPC error instead of a result
+}
+
+func (h *host) start(l lease, e cmdSpec) (*pending, string) {
+	h.t.Helper()
+	inv := newInvocation()
+	return h.call("environmentExecute", h.executeParams(l, e), inv), inv
+}
+
+func (h *host) execute(l lease, e cmdSpec) execResult {
+	h.t.Helper()
+	p, inv := h.start(l, e)
+	return h.result(p, inv)
+}
+
+func (h *host) result(p *pending, inv string) execResult {
+	h.t.Helper()
+	return h.decode(p.wait(), inv)
+}
+
+func (h *host) decode(r reply, inv string) execResult {
+	h.t.Helper()
+	var res execResult
+	res.LogStdout, res.LogStderr, res.Log = h.logs(inv)
+	if r.Error != nil {
+		res.Err = r.Error
+		return res
+	}
+	m, ok := r.Result.(map[string]any)
+	require.True(h.t, ok, "execute result is not an object: %v", r.Result)
+	if n, ok := m["exitCode"].(json.Number); ok {
+		v, err := strconv.Atoi(string(n))
+		require.NoError(h.t, err)
+		res.ExitCode = &v
+	} else {
+		require.Nil(h.t, m["exitCode"], "exitCode must be an integer or null")
+	}
+	res.TimedOut, ok = m["timedOut"].(bool)
+	require.True(h.t, ok, "timedOut must be a boolean: %v", m["timedOut"])
+	for _, f := range []struct {
+		key string
+		s   *string
+		sum **streamedText
+	}{{"stdout", &res.Stdout, &res.StdoutSum}, {"stderr", &res.Stderr, &res.StderrSum}} {
+		switch v := m[f.key].(type) {
+		case string:
+			*f.s = v
+		case streamedText:
+			*f.sum = &v
+		default:
+			h.t.Fatalf("%s must be a string: %v", f.key, m[f.key])
+		}
+	}
+	res.Metadata, _ = m["metadata"].(map[string]any)
+	return res
+}
+
+// exitCodeString prints an exit code for messages.
+func (r execResult) exit() string {
+	if r.ExitCode == nil {
+		return "null"
+	}
+	return strconv.Itoa(*r.ExitCode)
+}
+
+// requireResult fails unless r is a result (not a JSON-RPC error).
+func requireResult(t *testing.T, r execResult) {
+	t.Helper()
+	require.Nil(t, r.Err, "environmentExecute failed: %v", r.Err)
+}
+
+// assertStreamed checks that execute.log carried exactly the result's output.
+func assertStreamed(t *testing.T, r execResult) {
+	t.Helper()
+	assert.Equal(t, r.Stdout, r.LogStdout, "execute.log stdout must equal the result's stdout")
+	assert.Equal(t, r.Stderr, r.LogStderr, "execute.log stderr must equal the result's stderr")
+	assert.Zero(t, r.Log.afterReply, "execute.log after the reply")
+}
+
+// ---- emulator checks ----
+
+func requestCount(env *emulatorEnv, route string) int {
+	return env.Server.Requests()[route]
+}
+
+const (
+	routeCreateSession = "POST /toolbox/{sandboxId}/process/session"
+	routeDeleteSession = "DELETE /toolbox/{sandboxId}/process/session/{sessionId}"
+	routeSessionExec   = "POST /toolbox/{sandboxId}/process/session/{sessionId}/exec"
+	routeCommandLogs   = "GET /toolbox/{sandboxId}/process/session/{sessionId}/command/{commandId}/logs"
+	routeExecute       = "POST /toolbox/{sandboxId}/process/execute"
+	routeStart         = "POST /api/sandbox/{idOrName}/start"
+)
+
+func sandboxView(t *testing.T, env *emulatorEnv, id string) emulator.SandboxView {
+	t.Helper()
+	v, ok := env.Server.Sandbox(id)
+	require.True(t, ok, "sandbox %s does not exist", id)
+	return v
+}
+
+// eventually polls cond for up to d.
+func eventually(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processesWith lists the host processes whose command line contains token
+// (sandbox processes are real processes on this machine).
+func processesWith(token string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var found []string
+	self := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == self {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(token)) {
+			continue
+		}
+		// A zombie keeps its cmdline empty; a live one is what we look for.
+		found = append(found, e.Name()+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+	}
+	return found
+}
+
+func assertNoProcessWith(t *testing.T, tokens ...string) {
+	t.Helper()
+	var left []string
+	ok := eventually(5*time.Second, func() bool {
+		left = nil
+		for _, tok := range tokens {
+			left = append(left, processesWith(tok)...)
+		}
+		return len(left) == 0
+	})
+	assert.True(t, ok, "processes still alive: %v", left)
+}
+
+// finish destroys the leases through the worker, shuts it down, and checks
+// that the emulator holds no sandbox and runs no process any more.
+func finish(t *testing.T, h *host, env *emulatorEnv, leases ...lease) {
+	t.Helper()
+	for _, l := range leases {
+		h.destroy(l)
+	}
+	h.shutdown()
+	if err := waitForNoSandboxes(env, 10*time.Second); err != nil {
+		t.Error(err)
+	}
+	assert.True(t, eventually(10*time.Second, func() bool { return env.Server.LiveProcesses() == 0 }),
+		"%d emulator processes still alive", env.Server.LiveProcesses())
+}
+
+// uniqueSleep returns a sleep duration argument unique to this run, so the
+// sleep process itself can be found (and found dead) in /proc.
+func uniqueSleep(secs int) string {
+	return fmt.Sprintf("%d.%07d", secs, rand.IntN(10_000_000))
+}
+
+// hexBytes decodes `od -An -v -tx1` output.
+func hexBytes(t *testing.T, od string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(strings.Join(strings.Fields(od), ""))
+	require.NoError(t, err, "not od output: %q", od)
+	return b
+}
+
+// splitNUL splits NUL-terminated fields.
+func splitNUL(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	parts := strings.Split(string(b), "\x00")
+	return parts[:len(parts)-1]
+}
+
+// ---- 1. streams and exit codes ----
+
+func TestExecuteSeparatesStreamsAndReportsExitCodes(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+
+	// One lease, one session, run in order: a command that exits or dies
+	// ends only itself, and the next command runs in the same session.
+	steps := []struct {
+		name           string
+		script         string
+		exit           int
+		stdout, stderr string
+		// notice is the job report the session's bash adds to stderr when
+		// a command dies by a signal, as on a real Daytona daemon.
+		notice string
+	}{
+		{"interleaved streams stay apart", `for i in 1 2 3; do echo out$i; echo err$i >&2; done`, 0,
+			"out1\nout2\nout3\n", "err1\nerr2\nerr3\n", ""},
+		{"exit 1 keeps its output", `echo partial; echo failing >&2; exit 1`, 1, "partial\n", "failing\n", ""},
+		{"exit 3", `exit 3`, 3, "", "", ""},
+		{"the session survived the exit", `echo still here`, 0, "still here\n", "", ""},
+		{"SIGKILL is 137", `echo before; kill -KILL $$; echo after`, 137, "before\n", "", "Killed"},
+		{"SIGTERM is 143", `echo before >&2; kill -TERM $$`, 143, "", "before\n", "Terminated"},
+		{"the session survived the kills", `pwd >/dev/null && echo alive`, 0, "alive\n", "", ""},
+		{"no output", `true`, 0, "", "", ""},
+		{"unicode and separators", `printf 'ü日本🎉\n\342\200\250|\t|\r|\033[0m\n'; printf '%s\n' "\"'\\" >&2`, 0,
+			"ü日本🎉\n\u2028|\t|\r|\x1b[0m\n", "\"'\\\n", ""},
+		{"exit 255", `exit 255`, 255, "", "", ""},
+	}
+	for _, s := range steps {
+		r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", s.script}})
+		requireResult(t, r)
+		assert.Equal(t, strconv.Itoa(s.exit), r.exit(), s.name)
+		assert.False(t, r.TimedOut, s.name)
+		assert.Equal(t, s.stdout, r.Stdout, s.name)
+		if s.notice != "" {
+			require.True(t, strings.HasPrefix(r.Stderr, s.stderr), "%s: stderr %q", s.name, r.Stderr)
+			assert.Contains(t, r.Stderr[len(s.stderr):], s.notice, s.name)
+		} else {
+			assert.Equal(t, s.stderr, r.Stderr, s.name)
+		}
+		assertStreamed(t, r)
+		assert.Contains(t, r.Metadata, "durationMs", s.name)
+		assert.Equal(t, true, r.Metadata["cacheHit"], s.name)
+	}
+	assert.Equal(t, 1, requestCount(env, routeCreateSession), "every command ran in the one session")
+	assert.Equal(t, 1, sandboxView(t, env, l.id).Sessions)
+	finish(t, h, env, l)
+}
