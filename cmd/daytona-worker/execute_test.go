@@ -946,3 +946,170 @@ func TestExecuteSeparatesStreamsAndReportsExitCodes(t *testing.T) {
 	assert.Equal(t, 1, sandboxView(t, env, l.id).Sessions)
 	finish(t, h, env, l)
 }
+
+// ---- 2. hostile values reach the command byte for byte ----
+
+// hostileValues are strings a shell-quoting mistake would mangle.
+var hostileValues = []string{
+	"", " ", "  leading and trailing  ", "it's", `"double"`, `'"'"'`, "'", "''", `\`, `back\slash`,
+	`trailing\`, `\\\\`, `\n is not a newline`, "$HOME", "${HOME}", "$(id)", "`id`", "$$", "$1", "$@", "!event",
+	"*", "?", "[a]", "{a,b}", "~", "~root", "-n", "--", "-e", "a;b", "a|b", "a&b", "a>b", "a<b", "<>&",
+	"#comment", "%s%d%%", "new\nline", "\n", "trailing newline\n", "cr\rlf\r\n", "tab\tsep",
+	"\x01\x02\x1b[31m\x7f", "ü日本🎉", "\u2028\u2029", "\ufeffbom", "\u00a0nbsp", "=", "a=b", "\U0010FFFF",
+	strings.Repeat("🎉'\"$", 500),
+}
+
+// odScript prints its arguments NUL-terminated as od hex (the session's
+// line labelling and JSON never see the raw bytes).
+const odArgsScript = `printf '%s\0' "$@" | od -An -v -tx1`
+
+func TestExecuteCarriesHostileValuesByteForByte(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"session", "one-shot"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			bypass := mode == "one-shot"
+			env := startEmulator(t, emulator.Options{})
+			h := startHost(t, hostOptions{})
+			l := h.acquire(leaseConfig(env, ""))
+			run := func(e cmdSpec) execResult {
+				t.Helper()
+				e.bypass = bypass
+				r := h.execute(l, e)
+				requireResult(t, r)
+				require.Equal(t, "0", r.exit(), "stdout %q stderr %q", r.Stdout, r.Stderr)
+				if !bypass {
+					assertStreamed(t, r)
+				}
+				return r
+			}
+
+			t.Run("args", func(t *testing.T) {
+				r := run(cmdSpec{command: "sh", args: append([]string{"-c", odArgsScript, "sh"}, hostileValues...)})
+				assert.Equal(t, hostileValues, splitNUL(hexBytes(t, r.Stdout)))
+				// The command itself, not a shell, receives the args too.
+				r = run(cmdSpec{command: "printf", args: append([]string{"[%s]\n"}, hostileValues...)})
+				var want strings.Builder
+				for _, v := range hostileValues {
+					want.WriteString("[" + v + "]\n")
+				}
+				assert.Equal(t, want.String(), r.Stdout)
+			})
+
+			t.Run("env", func(t *testing.T) {
+				vars := map[string]string{}
+				script := `printf '%s\0'`
+				var want []string
+				for i, v := range hostileValues {
+					k := fmt.Sprintf("HOSTILE_%d", i)
+					vars[k] = v
+					script += fmt.Sprintf(` "${%s+set}" "$%s"`, k, k)
+					want = append(want, "set", v)
+				}
+				r := run(cmdSpec{command: "sh", args: []string{"-c", script + " | od -An -v -tx1"}, env: vars})
+				assert.Equal(t, want, splitNUL(hexBytes(t, r.Stdout)))
+			})
+
+			t.Run("cwd", func(t *testing.T) {
+				names := []string{"with space", "q'uote", `d"q`, "$HOME", "`x`", `back\slash`, "new\nline",
+					"ü日本🎉", `'"'"'`, "-dash", "*", "~", "a;b&c|d"}
+				var dirs []string
+				for _, n := range names {
+					dirs = append(dirs, l.remoteCwd+"/"+n)
+				}
+				run(cmdSpec{command: "mkdir", args: append([]string{"-p", "--"}, dirs...)})
+				for _, d := range dirs {
+					r := run(cmdSpec{command: "sh", args: []string{"-c", `printf '%s' "$PWD" | od -An -v -tx1`}, cwd: strp(d)})
+					assert.Equal(t, d, string(hexBytes(t, r.Stdout)))
+				}
+			})
+
+			t.Run("stdin", func(t *testing.T) {
+				var all strings.Builder
+				for b := 1; b < 128; b++ {
+					all.WriteByte(byte(b))
+				}
+				rng := rand.New(rand.NewPCG(1, 2))
+				big := make([]byte, 256<<10)
+				for i := range big {
+					big[i] = byte(' ' + rng.IntN(95))
+				}
+				for _, in := range []string{"", "x", "no trailing newline", "two\nlines\n", all.String(),
+					"ü日本🎉\u2028", `'"'"'`, string(big)} {
+					r := run(cmdSpec{command: "sh", args: []string{"-c", `od -An -v -tx1; echo @@; readlink /proc/$$/fd/0`}, stdin: strp(in)})
+					dump, path, ok := strings.Cut(r.Stdout, "@@\n")
+					require.True(t, ok, "stdout %.300q", r.Stdout)
+					assert.Equal(t, in, string(hexBytes(t, dump)), "stdin of %d bytes", len(in))
+					path = strings.TrimSuffix(path, "\n")
+					assert.True(t, strings.HasPrefix(path, "/tmp/paperclip-stdin-"), "stdin came from %q", path)
+					_, err := os.Stat(path)
+					assert.True(t, errors.Is(err, os.ErrNotExist), "the stdin file %s is left behind (%v)", path, err)
+				}
+			})
+
+			t.Run("generated", func(t *testing.T) {
+				seed := uint64(time.Now().UnixNano())
+				t.Logf("seed %d", seed)
+				rng := rand.New(rand.NewPCG(seed, seed>>7))
+				rounds := 6
+				if bypass {
+					rounds = 2
+				}
+				for round := 0; round < rounds; round++ {
+					values := make([]string, 30)
+					vars := map[string]string{}
+					script := `{ printf '%s\0' "$@"; printf '%s\0'`
+					for i := range values {
+						values[i] = generatedString(rng)
+						k := fmt.Sprintf("GEN_%d", i)
+						vars[k] = values[i]
+						script += ` "$` + k + `"`
+					}
+					script += `; } | od -An -v -tx1`
+					r := run(cmdSpec{command: "sh", args: append([]string{"-c", script, "sh"}, values...), env: vars})
+					got := splitNUL(hexBytes(t, r.Stdout))
+					want := append(append([]string(nil), values...), values...)
+					if !assert.Equal(t, want, got, "seed %d round %d", seed, round) {
+						return
+					}
+				}
+			})
+
+			if bypass {
+				assert.Zero(t, requestCount(env, routeCreateSession), "one-shot commands open no session")
+			}
+			finish(t, h, env, l)
+		})
+	}
+}
+
+// generatedString returns valid UTF-8 without NUL (argv and environ cannot
+// carry NUL), weighted towards what shells and JSON treat specially.
+func generatedString(rng *rand.Rand) string {
+	const special = "'\"$`\\!*?[]{}()|&;<>~#%^= \t\n\r"
+	n := rng.IntN(40)
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		var r rune
+		switch k := rng.IntN(100); {
+		case k < 30:
+			r = rune(0x20 + rng.IntN(0x5f))
+		case k < 50:
+			r = rune(special[rng.IntN(len(special))])
+		case k < 60:
+			r = rune(1 + rng.IntN(0x1f)) // controls, not NUL
+			if rng.IntN(4) == 0 {
+				r = 0x7f
+			}
+		case k < 75:
+			r = rune(0x80 + rng.IntN(0x800-0x80))
+		case k < 90:
+			for r = rune(0x800 + rng.IntN(0x10000-0x800)); r >= 0xD800 && r <= 0xDFFF; r = rune(0x800 + rng.IntN(0x10000-0x800)) {
+			}
+		default:
+			r = rune(0x10000 + rng.IntN(0x110000-0x10000))
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
