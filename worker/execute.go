@@ -222,6 +222,19 @@ func (c *command) timeoutMessage() string {
 	return fmt.Sprintf("Command timed out after %d s.", secs)
 }
 
+// oneShotTimeoutMessage is what the plugin reports for a one-shot command
+// that timed out: the git wording for git network commands, else the
+// daemon's own message (the SDK error's), trimmed.
+func (c *command) oneShotTimeoutMessage(err error) string {
+	var apiErr *daytona.APIError
+	if !c.gitNet && errors.As(err, &apiErr) {
+		if msg := strings.TrimFunc(apiErr.Message, isJSWhitespace); msg != "" {
+			return msg
+		}
+	}
+	return c.timeoutMessage()
+}
+
 // script builds the login-shell script, uploading stdin first if given. The
 // returned cleanup removes the stdin file whatever happens.
 func (c *command) script(ctx context.Context) (string, func(), error) {
@@ -272,7 +285,7 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 	duration := c.w.now().Sub(start).Milliseconds()
 	if err != nil {
 		if errors.Is(err, daytona.ErrTimeout) && ctx.Err() == nil {
-			return &execResult{timedOut: true, stderr: outputText{text: c.timeoutMessage() + "\n"},
+			return &execResult{timedOut: true, stderr: outputText{text: c.oneShotTimeoutMessage(err) + "\n"},
 				metadata: map[string]any{"durationMs": duration}}, nil
 		}
 		return nil, err

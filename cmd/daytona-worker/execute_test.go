@@ -709,6 +709,7 @@ type execResult struct {
 	LogStdout, LogStderr string
 	Log                  invocationLog
 	Err                  map[string]any // the JSON-RPC error instead of a result
+	invocation           string
 }
 
 func (h *host) start(l lease, e cmdSpec) (*pending, string) {
@@ -730,7 +731,7 @@ func (h *host) result(p *pending, inv string) execResult {
 
 func (h *host) decode(r reply, inv string) execResult {
 	h.t.Helper()
-	var res execResult
+	res := execResult{invocation: inv}
 	res.LogStdout, res.LogStderr, res.Log = h.logs(inv)
 	if r.Error != nil {
 		res.Err = r.Error
@@ -1112,4 +1113,77 @@ func generatedString(rng *rand.Rand) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// ---- 3. timeouts ----
+
+func randomToken(prefix string) string { return fmt.Sprintf("%s-%08x", prefix, rand.Uint32()) }
+
+func TestExecuteTimeoutEndsTheCommand(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"session", "one-shot"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			bypass := mode == "one-shot"
+			env := startEmulator(t, emulator.Options{})
+			h := startHost(t, hostOptions{})
+			l := h.acquire(leaseConfig(env, ""))
+			marker := filepath.Join(sandboxView(t, env, l.id).HomeDir, "touched-after-the-timeout")
+			// $0 and the sleep's argument make the command's processes
+			// findable in /proc.
+			name, sleep := randomToken("timeout-victim"), uniqueSleep(4)
+			script := `echo before; echo err-before >&2; sleep ` + sleep + `; touch "$1"`
+			start := time.Now()
+			r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", script, name, marker}, timeoutMs: 1500, bypass: bypass})
+			requireResult(t, r)
+			assert.Nil(t, r.ExitCode)
+			assert.True(t, r.TimedOut)
+			assert.Contains(t, r.Metadata, "durationMs")
+			if bypass {
+				// One-shot output is all or nothing; the message is the
+				// daemon's, as the plugin reports it.
+				assert.Equal(t, "", r.Stdout)
+				assert.Equal(t, "request timeout: command execution timeout\n", r.Stderr)
+				assert.Zero(t, r.Log.chunks, "one-shot commands stream nothing")
+			} else {
+				// The output printed before the timeout is kept, and was streamed.
+				assert.Equal(t, "before\n", r.Stdout)
+				assert.Equal(t, "err-before\nCommand timed out after 2 s.\n", r.Stderr)
+				assert.Equal(t, "before\n", r.LogStdout)
+				assert.Equal(t, "err-before\n", r.LogStderr, "the timeout notice is not part of the streamed output")
+				assert.Zero(t, sandboxView(t, env, l.id).Sessions, "the timed-out command's session is gone")
+				assert.Equal(t, 1, requestCount(env, routeDeleteSession))
+			}
+			assertNoProcessWith(t, name, sleep)
+			// Left alive, the command would touch the marker about 4 s in.
+			time.Sleep(time.Until(start.Add(5500 * time.Millisecond)))
+			_, err := os.Stat(marker)
+			assert.True(t, errors.Is(err, os.ErrNotExist), "the timed-out command ran on: %v", err)
+
+			// The lease still works; in session mode a fresh session opens.
+			r = h.execute(l, cmdSpec{command: "echo", args: []string{"again"}, bypass: bypass})
+			requireResult(t, r)
+			assert.Equal(t, "0", r.exit())
+			assert.Equal(t, "again\n", r.Stdout)
+			if bypass {
+				assert.Zero(t, requestCount(env, routeCreateSession))
+			} else {
+				assert.Equal(t, 2, requestCount(env, routeCreateSession), "a fresh session after the timeout")
+
+				// A command that keeps printing until the timeout: what it
+				// printed is streamed and kept, nothing comes after the reply.
+				r = h.execute(l, cmdSpec{command: "sh", args: []string{"-c", `while :; do echo tick; sleep 0.05; done`}, timeoutMs: 1000})
+				requireResult(t, r)
+				assert.True(t, r.TimedOut)
+				assert.NotEmpty(t, r.Stdout)
+				assert.Equal(t, "", strings.ReplaceAll(r.Stdout, "tick\n", ""))
+				assert.Equal(t, "Command timed out after 1 s.\n", r.Stderr)
+				assert.Equal(t, r.Stdout, r.LogStdout)
+				time.Sleep(300 * time.Millisecond)
+				_, _, lg := h.logs(r.invocation)
+				assert.Zero(t, lg.afterReply, "execute.log after the reply")
+			}
+			finish(t, h, env, l)
+		})
+	}
 }
