@@ -1187,3 +1187,92 @@ func TestExecuteTimeoutEndsTheCommand(t *testing.T) {
 		})
 	}
 }
+
+const gitTimeoutMessage = "Git network operation timed out after 1 s — the remote may be unreachable or noninteractive credentials are not configured.\n"
+
+// TestExecuteCapsGitNetworkCommands runs a fake git (first on PATH, it
+// prints and hangs) under a 1 s timeout: the detection decides the wording.
+// The cap itself is min(timeout, 120 s), so any timeout below 120 s shows the
+// same number either way.
+func TestExecuteCapsGitNetworkCommands(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	home := sandboxView(t, env, l.id).HomeDir
+	hang := uniqueSleep(30)
+	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", `mkdir -p "$HOME/bin" && cat >"$HOME/bin/git" && chmod +x "$HOME/bin/git"`},
+		stdin: strp("#!/bin/sh\necho \"fake-git $*\"\nexec sleep " + hang + "\n")})
+	requireResult(t, r)
+	require.Equal(t, "0", r.exit(), r.Stderr)
+	path := map[string]string{"PATH": home + "/bin:" + os.Getenv("PATH")}
+
+	tests := []struct {
+		command string
+		args    []string
+		network bool
+	}{
+		{"git", []string{"fetch"}, true},
+		{"git", []string{"push", "origin", "main"}, true},
+		{"git", []string{"pull", "--rebase"}, true},
+		{"git", []string{"ls-remote", "origin"}, true},
+		{"git", []string{"clone", "https://example.invalid/r.git"}, true},
+		{"git", []string{"-C", "repo", "fetch"}, true},
+		{"git", []string{"-c", "http.proxy=x", "push"}, true},
+		{"git", []string{"--git-dir", ".git", "--work-tree", ".", "pull"}, true},
+		{"git", []string{"--no-pager", "fetch", "--all"}, true},
+		{"git", []string{"remote", "update"}, true},
+		{"git", []string{"remote", "-v", "update"}, true},
+		{"git", []string{"submodule", "update", "--init"}, true},
+		{"git", []string{"submodule", "--quiet", "update"}, true},
+		{home + "/bin/git", []string{"fetch"}, true},
+		{"git", []string{"status"}, false},
+		{"git", []string{"log", "fetch"}, false},
+		{"git", []string{"-C", "fetch", "status"}, false},
+		{"git", []string{"--git-dir=.git", "status"}, false},
+		{"git", []string{"remote", "-v"}, false},
+		{"git", []string{"remote", "add", "origin", "x"}, false},
+		{"git", []string{"submodule", "status"}, false},
+		{"git", nil, false},
+		{"sh", []string{"-c", "exec git fetch"}, false},
+	}
+	t.Run("one-shot", func(t *testing.T) {
+		// All at once: one-shot commands run side by side.
+		var reqs []request
+		var invs []string
+		for _, tt := range tests {
+			inv := newInvocation()
+			invs = append(invs, inv)
+			reqs = append(reqs, request{method: "environmentExecute", invocation: inv,
+				params: h.executeParams(l, cmdSpec{command: tt.command, args: tt.args, env: path, timeoutMs: 1000, bypass: true})})
+		}
+		for i, p := range h.send(reqs...) {
+			tt := tests[i]
+			r := h.result(p, invs[i])
+			requireResult(t, r)
+			assert.True(t, r.TimedOut, "%s %v", tt.command, tt.args)
+			want := "request timeout: command execution timeout\n"
+			if tt.network {
+				want = gitTimeoutMessage
+			}
+			assert.Equal(t, want, r.Stderr, "%s %v", tt.command, tt.args)
+		}
+	})
+	t.Run("session", func(t *testing.T) {
+		for _, tt := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"-C", ".", "fetch", "origin"}, gitTimeoutMessage},
+			{[]string{"status"}, "Command timed out after 1 s.\n"},
+		} {
+			r := h.execute(l, cmdSpec{command: "git", args: tt.args, env: path, timeoutMs: 1000})
+			requireResult(t, r)
+			assert.True(t, r.TimedOut)
+			assert.Equal(t, "fake-git "+strings.Join(tt.args, " ")+"\n", r.Stdout, "the fake git ran")
+			assert.Equal(t, tt.want, r.Stderr, "git %v", tt.args)
+		}
+	})
+	assertNoProcessWith(t, hang)
+	finish(t, h, env, l)
+}
