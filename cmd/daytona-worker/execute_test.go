@@ -1276,3 +1276,46 @@ func TestExecuteCapsGitNetworkCommands(t *testing.T) {
 	assertNoProcessWith(t, hang)
 	finish(t, h, env, l)
 }
+
+// ---- 4. bypassSession ----
+
+func TestExecuteBypassSessionOpensNoSession(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	before, executes := requestCount(env, routeCreateSession), requestCount(env, routeExecute)
+	for _, tt := range []struct {
+		script string
+		exit   int
+		stdout string
+	}{
+		// stdout and stderr arrive combined, in the order written.
+		{`echo a; echo b >&2; echo c; exit 4`, 4, "a\nb\nc\n"},
+		{`printf 'no newline'`, 0, "no newline"},
+		{`echo only-stderr >&2`, 0, "only-stderr\n"},
+		{`true`, 0, ""},
+	} {
+		r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", tt.script}, bypass: true})
+		requireResult(t, r)
+		assert.Equal(t, strconv.Itoa(tt.exit), r.exit(), tt.script)
+		assert.False(t, r.TimedOut)
+		assert.Equal(t, tt.stdout, r.Stdout, tt.script)
+		assert.Equal(t, "", r.Stderr, tt.script)
+		assert.Zero(t, r.Log.chunks, "a one-shot command streams nothing")
+		assert.Contains(t, r.Metadata, "durationMs")
+	}
+	assert.Equal(t, before, requestCount(env, routeCreateSession), "bypassSession opened a session")
+	assert.Zero(t, requestCount(env, routeSessionExec))
+	assert.Equal(t, executes+4, requestCount(env, routeExecute))
+	assert.Zero(t, sandboxView(t, env, l.id).Sessions)
+
+	// The first in-session command opens the session then.
+	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", "echo a; echo b >&2"}})
+	requireResult(t, r)
+	assert.Equal(t, "a\n", r.Stdout)
+	assert.Equal(t, "b\n", r.Stderr)
+	assert.Equal(t, before+1, requestCount(env, routeCreateSession))
+	assert.Equal(t, 1, sandboxView(t, env, l.id).Sessions)
+	finish(t, h, env, l)
+}
