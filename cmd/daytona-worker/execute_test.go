@@ -1319,3 +1319,53 @@ func TestExecuteBypassSessionOpensNoSession(t *testing.T) {
 	assert.Equal(t, 1, sandboxView(t, env, l.id).Sessions)
 	finish(t, h, env, l)
 }
+
+// ---- 5. a log stream dropped mid-command ----
+
+func TestExecuteSurvivesDroppedLogStreams(t *testing.T) {
+	t.Parallel()
+	// Numbered lines on both streams, with a pause so that drops land while
+	// the command still runs: a duplicate or a gap shows at once.
+	const script = `i=1; while [ $i -le 800 ]; do echo "out $i"; echo "err $i" >&2; ` +
+		`if [ $i -eq 400 ]; then sleep 0.5; fi; i=$((i+1)); done`
+	var wantOut, wantErr strings.Builder
+	for i := 1; i <= 800; i++ {
+		fmt.Fprintf(&wantOut, "out %d\n", i)
+		fmt.Fprintf(&wantErr, "err %d\n", i)
+	}
+	tests := []struct {
+		name      string
+		dropAfter int
+		times     int // 0: every connection drops
+		split     emulator.FrameSplitter
+		minLogs   int // GET …/logs requests at least (WebSockets and snapshots)
+	}{
+		{name: "reconnects mid-line", dropAfter: 4097, times: 1, minLogs: 2},
+		{name: "reconnects inside the first marker", dropAfter: 1, times: 1, minLogs: 2},
+		{name: "reconnects with random frames", dropAfter: 10007, times: 1, split: emulator.SplitRandom(7, 700), minLogs: 2},
+		{name: "reconnects after the pause", dropAfter: 12000, times: 1, minLogs: 2},
+		{name: "falls back to polling when every stream drops", dropAfter: 2000, times: 0, minLogs: 3},
+		{name: "falls back to polling after the reconnect drops too", dropAfter: 3000, times: 2, minLogs: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := startEmulator(t, emulator.Options{LogFrameSplit: tt.split})
+			h := startHost(t, hostOptions{})
+			l := h.acquire(leaseConfig(env, ""))
+			env.Server.AddFault(emulator.Fault{Path: `/logs$`, DropWebSocketAfterBytes: tt.dropAfter, Times: tt.times})
+			r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", script}})
+			requireResult(t, r)
+			assert.Equal(t, "0", r.exit())
+			assert.Equal(t, wantOut.String(), r.Stdout)
+			assert.Equal(t, wantErr.String(), r.Stderr)
+			assertStreamed(t, r)
+			assert.GreaterOrEqual(t, requestCount(env, routeCommandLogs), tt.minLogs)
+			if tt.times > 0 {
+				assert.Empty(t, env.Server.Faults(), "the drop fault was never hit")
+			}
+			env.Server.ClearFaults()
+			finish(t, h, env, l)
+		})
+	}
+}
