@@ -1369,3 +1369,64 @@ func TestExecuteSurvivesDroppedLogStreams(t *testing.T) {
 		})
 	}
 }
+
+// ---- 6. a command that prints a lot ----
+
+// bigOutputLines is how many 1000-byte lines TestExecuteRelaysLargeOutput
+// prints: 100 MB, less under -race and -short (the full size stays in
+// BenchmarkExecuteRelay).
+func bigOutputLines() int {
+	if n, err := strconv.Atoi(os.Getenv("DAYTONA_WORKER_TEST_BIG_LINES")); err == nil && n > 0 {
+		return n
+	}
+	switch {
+	case testing.Short():
+		return 8_000
+	case raceEnabled:
+		return 20_000
+	}
+	return 100_000
+}
+
+// bigOutputScript prints n numbered lines of exactly 1000 bytes.
+func bigOutputScript(n int) string {
+	return fmt.Sprintf(`awk 'BEGIN { pad = sprintf("%%989s", ""); gsub(/ /, "a", pad); `+
+		`for (i = 1; i <= %d; i++) printf "%%09d %%s\n", i, pad }'; echo done >&2`, n)
+}
+
+// bigOutputSum is the sha256 of bigOutputScript's stdout, computed here.
+func bigOutputSum(n int) (sum [sha256.Size]byte, size int64) {
+	h := sha256.New()
+	line := []byte(fmt.Sprintf("%09d %s\n", 0, strings.Repeat("a", 989)))
+	for i := 1; i <= n; i++ {
+		copy(line, fmt.Sprintf("%09d", i))
+		h.Write(line)
+	}
+	h.Sum(sum[:0])
+	return sum, int64(n) * 1000
+}
+
+func TestExecuteRelaysLargeOutput(t *testing.T) {
+	t.Parallel()
+	n := bigOutputLines()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{hashResults: true})
+	l := h.acquire(leaseConfig(env, ""))
+	start := time.Now()
+	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", bigOutputScript(n)}})
+	elapsed := time.Since(start)
+	requireResult(t, r)
+	assert.Equal(t, "0", r.exit())
+	wantSum, wantSize := bigOutputSum(n)
+	require.NotNil(t, r.StdoutSum)
+	assert.Equal(t, wantSize, r.StdoutSum.N, "result stdout size")
+	assert.Equal(t, wantSum, r.StdoutSum.Sum, "result stdout content (starts %q)", r.StdoutSum.Head)
+	assert.Equal(t, wantSize, r.Log.outHash.n, "execute.log stdout size")
+	assert.Equal(t, wantSum, r.Log.outHash.sum(), "execute.log stdout content")
+	require.NotNil(t, r.StderrSum)
+	assert.Equal(t, sha256.Sum256([]byte("done\n")), r.StderrSum.Sum, "result stderr")
+	assert.Equal(t, sha256.Sum256([]byte("done\n")), r.Log.errHash.sum(), "execute.log stderr")
+	assert.Zero(t, r.Log.afterReply)
+	t.Logf("%d MB relayed in %s (%d execute.log notifications, largest %d units)", wantSize/1e6, elapsed, r.Log.chunks, r.Log.maxChunkUnits)
+	finish(t, h, env, l)
+}
