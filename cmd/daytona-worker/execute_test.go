@@ -1430,3 +1430,47 @@ func TestExecuteRelaysLargeOutput(t *testing.T) {
 	t.Logf("%d MB relayed in %s (%d execute.log notifications, largest %d units)", wantSize/1e6, elapsed, r.Log.chunks, r.Log.maxChunkUnits)
 	finish(t, h, env, l)
 }
+
+// ---- 7. many executes at once ----
+
+func TestExecuteFiftyAtOnceOnFiveLeases(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	var leases []lease
+	for i := 0; i < 5; i++ {
+		leases = append(leases, h.acquire(leaseConfig(env, "")))
+	}
+	type sent struct {
+		token string
+		lease lease
+		inv   string
+		p     *pending
+	}
+	var reqs []request
+	var all []sent
+	for i := 0; i < 50; i++ {
+		s := sent{token: fmt.Sprintf("tok-%02d-%08x", i, rand.Uint32()), lease: leases[i%5], inv: newInvocation()}
+		// Output on both streams, spread over time, so that streams of
+		// different commands interleave on the worker's stdout.
+		script := `echo "$1 out 1"; echo "$1 err 1" >&2; sleep 0.0$2; echo "$1 out 2"; echo "$1 err 2" >&2`
+		reqs = append(reqs, request{method: "environmentExecute", invocation: s.inv,
+			params: h.executeParams(s.lease, cmdSpec{command: "sh", args: []string{"-c", script, "sh", s.token, strconv.Itoa(1 + i%9)}})})
+		all = append(all, s)
+	}
+	for i, p := range h.send(reqs...) {
+		all[i].p = p
+	}
+	for _, s := range all {
+		r := h.result(s.p, s.inv)
+		requireResult(t, r)
+		assert.Equal(t, "0", r.exit(), s.token)
+		assert.Equal(t, s.token+" out 1\n"+s.token+" out 2\n", r.Stdout, "reply to %s", s.token)
+		assert.Equal(t, s.token+" err 1\n"+s.token+" err 2\n", r.Stderr, "reply to %s", s.token)
+		assertStreamed(t, r)
+	}
+	// One session per lease, even though ten commands wanted it at once.
+	assert.Equal(t, 5, requestCount(env, routeCreateSession))
+	assert.Equal(t, 50, requestCount(env, routeSessionExec))
+	finish(t, h, env, leases...)
+}
