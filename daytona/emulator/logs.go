@@ -66,7 +66,7 @@ type logFollower struct {
 func (lf *logFollower) next() (chunk []byte, over bool, wait <-chan struct{}, err error) {
 	wait = lf.c.waitChan()
 	lf.s.mu.Lock()
-	done := lf.c.exitCode != nil || lf.se.deleted || lf.se.exited && lf.c.finished
+	done := lf.c.exitCode != nil || lf.se.deleted
 	lf.s.mu.Unlock()
 	n, err := lf.f.Read(lf.buf[:lf.size])
 	if n > 0 {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -31,9 +32,10 @@ type Server struct {
 	bg       sync.WaitGroup // every goroutine the server owns, incl. long-lived handlers
 	closeMu  sync.Mutex     // serialises Close
 
+	clockOffset atomic.Int64 // nanoseconds added by AdvanceClock; lock-free so any path may read the clock
+
 	mu          sync.Mutex // guards everything below; helpers named …Locked need it held
 	closed      bool
-	clockOffset time.Duration
 	sandboxes   map[string]*sandbox // by ID
 	snapshots   map[string]*snapshot
 	faults      []*faultEntry
@@ -175,29 +177,21 @@ func (s *Server) hold() (release func(), ok bool) {
 // now is the emulator's clock: Options.Clock (or time.Now) plus the offset
 // moved by AdvanceClock.
 func (s *Server) now() time.Time {
-	s.mu.Lock()
-	off := s.clockOffset
-	s.mu.Unlock()
-	return s.nowWith(off)
-}
-
-func (s *Server) nowLocked() time.Time { return s.nowWith(s.clockOffset) }
-
-func (s *Server) nowWith(off time.Duration) time.Time {
 	t := time.Now()
 	if s.opts.Clock != nil {
 		t = s.opts.Clock()
 	}
-	return t.Add(off)
+	return t.Add(time.Duration(s.clockOffset.Load()))
 }
+
+// nowLocked is now, named for call sites that hold s.mu.
+func (s *Server) nowLocked() time.Time { return s.now() }
 
 // AdvanceClock moves the emulator's clock forward by d (on top of
 // Options.Clock) and runs the lifecycle timers, so TTLs and auto-stop can be
 // driven from outside the process.
 func (s *Server) AdvanceClock(d time.Duration) {
-	s.mu.Lock()
-	s.clockOffset += d
-	s.mu.Unlock()
+	s.clockOffset.Add(int64(d))
 	s.Reap()
 }
 

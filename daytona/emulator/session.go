@@ -85,6 +85,14 @@ func (c *sessCmd) appendLog(marker, data []byte) {
 	c.notify = make(chan struct{})
 }
 
+// wake tells followers to look again (exit code set, session gone).
+func (c *sessCmd) wake() {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	close(c.notify)
+	c.notify = make(chan struct{})
+}
+
 func (c *sessCmd) waitChan() <-chan struct{} {
 	c.logMu.Lock()
 	defer c.logMu.Unlock()
@@ -133,17 +141,20 @@ func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request, sb 
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sb.sessions[req.SessionID] != nil {
+		s.mu.Unlock()
 		s.toolboxError(w, r, http.StatusConflict, "conflict: session already exists")
 		return
 	}
 	se, err := s.startSessionLocked(sb, req.SessionID)
+	if err == nil {
+		sb.sessions[se.id] = se
+	}
+	s.mu.Unlock()
 	if err != nil {
 		s.toolboxError(w, r, http.StatusInternalServerError, "failed to create session: "+err.Error())
 		return
 	}
-	sb.sessions[se.id] = se
 	w.WriteHeader(http.StatusCreated)
 }
 
@@ -262,7 +273,7 @@ func (s *Server) finishCommand(c *sessCmd, code int) {
 	c.exitCode = &code
 	close(c.done)
 	s.mu.Unlock()
-	c.appendLog(nil, nil) // wake followers
+	c.wake()
 }
 
 // releaseCommand frees a command that will never finish (its session died).
@@ -275,6 +286,7 @@ func (s *Server) releaseCommand(c *sessCmd) {
 			f.Close()
 		}
 	}
+	c.wake()
 }
 
 // killSessionLocked ends the session shell's process group. The labelers'
@@ -289,6 +301,7 @@ func (s *Server) killSessionLocked(se *session) {
 		for _, f := range c.readers {
 			f.Close()
 		}
+		c.wake()
 	}
 }
 
@@ -573,12 +586,13 @@ func (s *Server) handleCommandInput(w http.ResponseWriter, r *http.Request, sb *
 	if !strings.HasSuffix(data, "\n") {
 		data += "\n"
 	}
+	// Echo first: the input precedes whatever output it causes.
+	if !c.suppress {
+		c.appendLog(stdoutMarker, []byte(data))
+	}
 	if _, err := io.WriteString(c.input, data); err != nil {
 		s.toolboxError(w, r, http.StatusGone, "gone: command has already completed")
 		return
-	}
-	if !c.suppress {
-		c.appendLog(stdoutMarker, []byte(data))
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
