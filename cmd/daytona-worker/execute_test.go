@@ -606,10 +606,15 @@ func (h *host) shutdown() {
 	r := h.call("shutdown", map[string]any{}, "").wait()
 	assert.Nil(h.t, r.Error)
 	_ = h.p.stdin.Close()
+	// Read to EOF before Wait, which closes the pipe.
+	select {
+	case <-h.readDone:
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("the worker did not close stdout after shutdown")
+	}
 	code, err := h.p.Wait()
 	require.NoError(h.t, err)
 	assert.Equal(h.t, 0, code)
-	<-h.readDone
 	h.checkClean()
 }
 
@@ -1473,4 +1478,54 @@ func TestExecuteFiftyAtOnceOnFiveLeases(t *testing.T) {
 	assert.Equal(t, 5, requestCount(env, routeCreateSession))
 	assert.Equal(t, 50, requestCount(env, routeSessionExec))
 	finish(t, h, env, leases...)
+}
+
+// ---- 8. a sandbox stopped behind the worker's back ----
+
+func TestExecuteRestartsAStoppedSandbox(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"resume", "idle"} {
+		t.Run(how, func(t *testing.T) {
+			if how == "idle" && testing.Short() {
+				t.Skip("waits 31 s for the cached handle to go stale")
+			}
+			t.Parallel()
+			env := startEmulator(t, emulator.Options{})
+			h := startHost(t, hostOptions{})
+			// autoStopInterval 1 min: the worker re-reads a handle it has not
+			// confirmed for 30 s (half the interval) before trusting it.
+			l := h.acquire(leaseConfig(env, `,"autoStopInterval":1,"reuseLease":true`))
+			r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", `echo one > first; cat first`}})
+			requireResult(t, r)
+			require.Equal(t, "one\n", r.Stdout)
+
+			require.NoError(t, env.Server.StopBehindClientsBack(l.id))
+			require.Equal(t, "stopped", sandboxView(t, env, l.id).State)
+			switch how {
+			case "resume":
+				// A new run resumes the lease first.
+				p := baseParams(l.cfg)
+				p["providerLeaseId"] = l.id
+				p["leaseMetadata"] = map[string]any{}
+				res := h.call("environmentResumeLease", p, "").wait()
+				require.Nil(t, res.Error, "resume: %v", res.Error)
+			case "idle":
+				// The run goes on after an idle spell as long as an auto-stop.
+				time.Sleep(31 * time.Second)
+			}
+			execs := requestCount(env, routeSessionExec)
+
+			r = h.execute(l, cmdSpec{command: "sh", args: []string{"-c", `echo two; cat first`}})
+			requireResult(t, r)
+			assert.Equal(t, "0", r.exit())
+			assert.Equal(t, "two\none\n", r.Stdout, "the sandbox came back with its files")
+			assert.Equal(t, "", r.Stderr)
+			assertStreamed(t, r)
+			assert.Equal(t, "started", sandboxView(t, env, l.id).State)
+			assert.Equal(t, 1, requestCount(env, routeStart))
+			assert.Equal(t, 2, requestCount(env, routeCreateSession), "a fresh session after the restart")
+			assert.Equal(t, execs+1, requestCount(env, routeSessionExec), "the stale session was never tried")
+			finish(t, h, env, l)
+		})
+	}
 }
