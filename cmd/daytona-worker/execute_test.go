@@ -327,6 +327,7 @@ type host struct {
 	waiting     map[string]chan reply
 	invocations map[string]*invocationLog
 	byRequest   map[string]string // request id → invocation id
+	repliedAt   map[string]time.Time
 	unexpected  []string
 	readErr     error
 	readDone    chan struct{}
@@ -388,7 +389,7 @@ func startHost(t *testing.T, opts hostOptions) *host {
 	t.Helper()
 	h := &host{
 		t: t, p: startWorker(t, opts.env), waiting: map[string]chan reply{},
-		invocations: map[string]*invocationLog{}, byRequest: map[string]string{},
+		invocations: map[string]*invocationLog{}, byRequest: map[string]string{}, repliedAt: map[string]time.Time{},
 		readDone: make(chan struct{}), hashResults: opts.hashResults,
 	}
 	go h.read()
@@ -433,6 +434,7 @@ func (h *host) dispatch(v any) {
 	if id, ok := m["id"].(string); ok {
 		ch := h.waiting[id]
 		delete(h.waiting, id)
+		h.repliedAt[id] = time.Now()
 		if inv := h.byRequest[id]; inv != "" {
 			h.logLocked(inv).replied = true
 		}
@@ -585,6 +587,13 @@ func (p *pending) waitFor(d time.Duration) reply {
 		p.h.t.Fatalf("%s %s: no reply within %s", p.method, p.id, d)
 	}
 	return reply{}
+}
+
+// replyTime is when the reply to p arrived (zero if it has not).
+func (h *host) replyTime(p *pending) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.repliedAt[p.id]
 }
 
 // checkClean fails the test on protocol surprises seen so far.
@@ -1528,4 +1537,88 @@ func TestExecuteRestartsAStoppedSandbox(t *testing.T) {
 			finish(t, h, env, l)
 		})
 	}
+}
+
+// ---- 9. release while a command runs ----
+
+// waitForLog waits until execute.log of inv has delivered want on stdout.
+func (h *host) waitForLog(inv, want string) {
+	h.t.Helper()
+	ok := eventually(30*time.Second, func() bool {
+		out, _, _ := h.logs(inv)
+		return strings.Contains(out, want)
+	})
+	require.True(h.t, ok, "execute.log of %s never showed %q", inv, want)
+}
+
+func TestExecuteReleaseWithCancelActiveWorkStopsTheCommand(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	marker := filepath.Join(sandboxView(t, env, l.id).HomeDir, "touched-after-the-release")
+	name, sleep := randomToken("cancelled"), uniqueSleep(60)
+	p, inv := h.start(l, cmdSpec{command: "sh", args: []string{"-c", `echo started; sleep ` + sleep + `; touch "$1"`, name, marker}})
+	h.waitForLog(inv, "started\n")
+
+	start := time.Now()
+	rel := h.call("environmentReleaseLease", h.releaseParams(l, map[string]any{"cancelActiveWork": true}), "").wait()
+	took := time.Since(start)
+	require.Nil(t, rel.Error, "release: %v", rel.Error)
+	assert.Equal(t, map[string]any{"providerLeaseId": l.id, "state": "stopped"}, rel.Result)
+	// It did not wait for the command (which had a minute to go).
+	assert.Less(t, took, 30*time.Second)
+	t.Logf("release answered after %s", took)
+
+	// The execute ends too; what it answers is recorded and must be sane:
+	// an error naming the problem, or a result that does not claim success.
+	r := h.decode(p.waitFor(30*time.Second), inv)
+	if r.Err != nil {
+		t.Logf("the cancelled execute failed: %v", r.Err)
+		assert.NotEmpty(t, r.Err["message"])
+	} else {
+		t.Logf("the cancelled execute returned exit %s, timedOut %v, stdout %q, stderr %q", r.exit(), r.TimedOut, r.Stdout, r.Stderr)
+		assert.NotEqual(t, "0", r.exit(), "a cancelled command must not report success")
+		assert.True(t, strings.HasPrefix(r.Stdout, "started\n"))
+	}
+	assert.Equal(t, "started\n", r.LogStdout)
+
+	v := sandboxView(t, env, l.id)
+	assert.Equal(t, "stopped", v.State)
+	assert.Zero(t, v.Processes, "processes of the stopped sandbox")
+	assert.Zero(t, v.Sessions)
+	assertNoProcessWith(t, name, sleep)
+	_, err := os.Stat(marker)
+	assert.True(t, errors.Is(err, os.ErrNotExist), "the cancelled command ran on: %v", err)
+	finish(t, h, env, l)
+}
+
+func TestExecuteGracefulReleaseWaitsForTheCommand(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	p, inv := h.start(l, cmdSpec{command: "sh", args: []string{"-c", `echo started; sleep 1; echo finished; echo bye >&2`}})
+	h.waitForLog(inv, "started\n")
+	rel := h.call("environmentReleaseLease", h.releaseParams(l, nil), "")
+
+	r := h.result(p, inv)
+	requireResult(t, r)
+	assert.Equal(t, "0", r.exit())
+	assert.Equal(t, "started\nfinished\n", r.Stdout, "the command ran to its end")
+	assert.Equal(t, "bye\n", r.Stderr)
+	assertStreamed(t, r)
+
+	res := rel.wait()
+	require.Nil(t, res.Error, "release: %v", res.Error)
+	assert.Equal(t, map[string]any{"providerLeaseId": l.id, "state": "destroyed"}, res.Result)
+	assert.False(t, res.At.Before(h.replyTime(p)), "the release answered before the command it waits for")
+	if err := waitForNoSandboxes(env, 10*time.Second); err != nil {
+		t.Error(err)
+	}
+	// The lease is closed now: a late command is refused.
+	late := h.execute(l, cmdSpec{command: "true"})
+	require.NotNil(t, late.Err)
+	assert.Equal(t, "Daytona sandbox lease "+l.id+" is no longer active.", late.Err["message"])
+	finish(t, h, env)
 }
