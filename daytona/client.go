@@ -194,7 +194,6 @@ type request struct {
 	body        []byte
 	stream      io.Reader
 	contentType string
-	header      http.Header
 }
 
 func newJSONRequest(method string, u *url.URL, in any) (*request, error) {
@@ -234,9 +233,6 @@ func (c *Client) build(ctx context.Context, r *request) (*http.Request, error) {
 	req.Header.Set("Accept", "application/json")
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
-	}
-	for k, v := range r.header {
-		req.Header[k] = v
 	}
 	return req, nil
 }

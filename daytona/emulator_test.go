@@ -294,6 +294,11 @@ func TestEmulatorToolboxErrors(t *testing.T) {
 	if err := tb.SendSessionInput(ctx, "s", res.CmdID, "x"); !errors.Is(err, daytona.ErrGone) {
 		t.Errorf("input to a finished command: %v", err)
 	}
+	// A sync exec bounded on the client side.
+	if _, err := tb.SessionExec(ctx, "s", daytona.SessionExecRequest{Command: "sleep 5", Timeout: 200 * time.Millisecond}); !errors.Is(err, daytona.ErrTimeout) ||
+		!errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("bounded sync exec: %v", err)
+	}
 	// Unknown session: the daemon answers 500 "session not found".
 	if _, err := tb.SessionExec(ctx, "nope", daytona.SessionExecRequest{Command: "true"}); !errors.Is(err, daytona.ErrServer) ||
 		!strings.Contains(err.Error(), "session not found") {

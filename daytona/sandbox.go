@@ -132,8 +132,9 @@ type CreateParams struct {
 	Image string
 	// Snapshot is a snapshot name or ID.
 	Snapshot string
-	// Language, when set, is stored as the code-toolbox-language label (the
-	// official SDKs default it to "python").
+	// Language ("python", "javascript" or "typescript"), when set, is stored
+	// as the code-toolbox-language label (the official SDKs default it to
+	// "python").
 	Language string
 	User     string
 	Env      map[string]string
@@ -190,6 +191,11 @@ type createBuildInfo struct {
 func (c *Client) createBody(p CreateParams) (*createBody, error) {
 	if p.Image != "" && p.Snapshot != "" {
 		return nil, errors.New("daytona: create: set either Image or Snapshot, not both")
+	}
+	switch p.Language {
+	case "", "python", "javascript", "typescript":
+	default:
+		return nil, fmt.Errorf("daytona: create: language %q is not one of python, javascript, typescript", p.Language)
 	}
 	if p.Resources != nil && p.Image == "" {
 		return nil, errors.New("daytona: create: Resources require Image (a snapshot fixes its own resources)")

@@ -59,6 +59,7 @@ func TestCreateValidation(t *testing.T) {
 		{AutoStopInterval: ptr(-1)},
 		{AutoArchiveInterval: ptr(-5)},
 		{TTLMinutes: ptr(-1)},
+		{Language: "cobol"},
 	} {
 		if _, err := c.Create(t.Context(), p); err == nil {
 			t.Errorf("Create(%+v) succeeded", p)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // Session is a long-lived shell in the sandbox; cd, export and functions
@@ -33,6 +34,9 @@ type SessionExecRequest struct {
 	Async bool
 	// SuppressInputEcho keeps SendSessionInput data out of the logs.
 	SuppressInputEcho bool
+	// Timeout bounds the HTTP call on the client side (the daemon has no
+	// exec timeout; the command keeps running). Zero: only ctx bounds it.
+	Timeout time.Duration
 }
 
 // SessionExecResponse is the answer to SessionExec. For an async command
@@ -110,6 +114,11 @@ func (t *Toolbox) SessionExec(ctx context.Context, sessionID string, req Session
 	}
 	if req.SuppressInputEcho {
 		body["suppressInputEcho"] = true
+	}
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
 	}
 	var out struct {
 		CmdID    string  `json:"cmdId"`

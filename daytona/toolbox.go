@@ -19,13 +19,17 @@ type Toolbox struct {
 	c         *Client
 	sandboxID string
 
-	mu   sync.Mutex
-	base *url.URL // resolved toolbox base; nil until known
+	mu      sync.Mutex
+	base    *url.URL // resolved toolbox base; nil until known
+	baseErr error    // a malformed toolbox proxy URL given at construction
 }
 
 // Toolbox returns the toolbox handle of sb. When sb carries no
 // ToolboxProxyURL, the first call asks the control plane for it.
 func (c *Client) Toolbox(sb *Sandbox) *Toolbox {
+	if sb == nil {
+		return c.ToolboxFor("", "")
+	}
 	return c.ToolboxFor(sb.ID, sb.ToolboxProxyURL)
 }
 
@@ -34,7 +38,7 @@ func (c *Client) Toolbox(sb *Sandbox) *Toolbox {
 func (c *Client) ToolboxFor(sandboxID, toolboxProxyURL string) *Toolbox {
 	t := &Toolbox{c: c, sandboxID: sandboxID}
 	if toolboxProxyURL != "" {
-		t.base, _ = toolboxBase(toolboxProxyURL, sandboxID)
+		t.base, t.baseErr = toolboxBase(toolboxProxyURL, sandboxID)
 	}
 	return t
 }
@@ -56,8 +60,11 @@ func (t *Toolbox) endpoint(ctx context.Context, segments ...string) (*url.URL, e
 		return nil, errors.New("daytona: toolbox: empty sandbox ID")
 	}
 	t.mu.Lock()
-	base := t.base
+	base, baseErr := t.base, t.baseErr
 	t.mu.Unlock()
+	if baseErr != nil {
+		return nil, baseErr
+	}
 	if base == nil {
 		proxy, err := t.c.ToolboxProxyURL(ctx, t.sandboxID)
 		if err != nil {
