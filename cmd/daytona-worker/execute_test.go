@@ -195,10 +195,12 @@ func (r *jsonLineReader) stringTo(w io.Writer) (int64, error) {
 			return n, err
 		}
 		buf, _ := r.br.Peek(r.br.Buffered())
-		i := bytes.IndexByte(buf, '"')
-		if j := bytes.IndexByte(buf, '\\'); j >= 0 && (i < 0 || j < i) {
-			i = j
+		// The next escape bounds the search for the closing quote, so each
+		// byte is scanned once however many escapes the buffer holds.
+		if j := bytes.IndexByte(buf, '\\'); j >= 0 {
+			buf = buf[:j]
 		}
+		i := bytes.IndexByte(buf, '"')
 		if i < 0 {
 			i = len(buf)
 		}
@@ -320,8 +322,11 @@ func TestJSONLineReaderAgreesWithEncodingJSON(t *testing.T) {
 // invocation ids, replies are routed back by id, and execute.log
 // notifications are collected per invocation.
 type host struct {
-	t *testing.T
-	p *workerProc
+	t      testing.TB
+	stdin  io.WriteCloser
+	stdout io.Reader
+	wait   func() (int, error) // the worker's exit code
+	pid    int                 // 0 when the worker runs in this process
 
 	mu          sync.Mutex
 	waiting     map[string]chan reply
@@ -385,10 +390,17 @@ type hostOptions struct {
 	env         []string
 }
 
-func startHost(t *testing.T, opts hostOptions) *host {
+func startHost(t testing.TB, opts hostOptions) *host {
+	t.Helper()
+	p := startWorker(t, opts.env)
+	return newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, opts)
+}
+
+// newHost initializes the worker behind stdin/stdout and serves its output.
+func newHost(t testing.TB, stdin io.WriteCloser, stdout io.Reader, wait func() (int, error), pid int, opts hostOptions) *host {
 	t.Helper()
 	h := &host{
-		t: t, p: startWorker(t, opts.env), waiting: map[string]chan reply{},
+		t: t, stdin: stdin, stdout: stdout, wait: wait, pid: pid, waiting: map[string]chan reply{},
 		invocations: map[string]*invocationLog{}, byRequest: map[string]string{}, repliedAt: map[string]time.Time{},
 		readDone: make(chan struct{}), hashResults: opts.hashResults,
 	}
@@ -401,7 +413,7 @@ func startHost(t *testing.T, opts hostOptions) *host {
 
 func (h *host) read() {
 	defer close(h.readDone)
-	r := &jsonLineReader{br: bufio.NewReaderSize(h.p.stdout, 4<<20)}
+	r := &jsonLineReader{br: bufio.NewReaderSize(h.stdout, 4<<20)}
 	if h.hashResults {
 		r.hash = func(p []string) bool {
 			return len(p) == 2 && p[0] == "result" && (p[1] == "stdout" || p[1] == "stderr")
@@ -468,7 +480,7 @@ func (h *host) dispatch(v any) {
 			l.firstAt = time.Now()
 		}
 		l.chunks++
-		l.maxChunkUnits = max(l.maxChunkUnits, len(utf16.Encode([]rune(chunk))))
+		l.maxChunkUnits = max(l.maxChunkUnits, utf16Len(chunk))
 		if chunk == "" {
 			h.unexpected = append(h.unexpected, "empty execute.log chunk for "+inv)
 		}
@@ -487,6 +499,18 @@ func (h *host) dispatch(v any) {
 	default:
 		h.unexpected = append(h.unexpected, fmt.Sprintf("unexpected message %.300v", m))
 	}
+}
+
+// utf16Len is the length of s in JavaScript string units.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r >= 0x10000 {
+			n++
+		}
+	}
+	return n
 }
 
 func (h *host) logLocked(inv string) *invocationLog {
@@ -556,7 +580,7 @@ func (h *host) send(reqs ...request) []*pending {
 	}
 	h.writeMu.Lock()
 	defer h.writeMu.Unlock()
-	_, err := h.p.stdin.Write(buf.Bytes())
+	_, err := h.stdin.Write(buf.Bytes())
 	require.NoError(h.t, err)
 	return out
 }
@@ -614,14 +638,14 @@ func (h *host) shutdown() {
 	h.t.Helper()
 	r := h.call("shutdown", map[string]any{}, "").wait()
 	assert.Nil(h.t, r.Error)
-	_ = h.p.stdin.Close()
+	_ = h.stdin.Close()
 	// Read to EOF before Wait, which closes the pipe.
 	select {
 	case <-h.readDone:
 	case <-time.After(30 * time.Second):
 		h.t.Fatal("the worker did not close stdout after shutdown")
 	}
-	code, err := h.p.Wait()
+	code, err := h.wait()
 	require.NoError(h.t, err)
 	assert.Equal(h.t, 0, code)
 	h.checkClean()

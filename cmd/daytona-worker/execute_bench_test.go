@@ -1,0 +1,261 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+)
+
+// benchEmulator starts an emulator for a benchmark.
+func benchEmulator(b *testing.B, opts emulator.Options) *emulatorEnv {
+	b.Helper()
+	opts.Root = b.TempDir()
+	return &emulatorEnv{Env: emulatortest.Start(b, opts), root: opts.Root}
+}
+
+// directToolbox is a Daytona client of our own, talking to the emulator the
+// way the worker does, without the worker.
+func directToolbox(b *testing.B, env *emulatorEnv, sandboxID string) *daytona.Toolbox {
+	b.Helper()
+	c, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb, err := c.Get(context.Background(), sandboxID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c.Toolbox(sb)
+}
+
+// loginScriptTrue is the worker's login-shell script for the command `true`
+// without env, cwd or stdin (see worker/shell.go), so that the direct calls
+// run exactly what the worker runs.
+const loginScriptTrue = `if [ -f /etc/profile ]; then . /etc/profile >/dev/null 2>&1 || true; fi && ` +
+	`if [ -f "$HOME/.profile" ]; then . "$HOME/.profile" >/dev/null 2>&1 || true; fi && ` +
+	`if [ -f "$HOME/.bash_profile" ]; then . "$HOME/.bash_profile" >/dev/null 2>&1 || true; elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc" >/dev/null 2>&1 || true; fi && ` +
+	`if [ -f "$HOME/.zprofile" ]; then . "$HOME/.zprofile" >/dev/null 2>&1 || true; fi && ` +
+	`env GIT_TERMINAL_PROMPT='0' GCM_INTERACTIVE='Never' GIT_ASKPASS='echo' SSH_ASKPASS='echo' SSH_ASKPASS_REQUIRE='force' 'true'`
+
+// directSessionRun does what the worker does for one session command:
+// dispatch async, follow the log WebSocket to its close, read the exit code.
+func directSessionRun(ctx context.Context, tb *daytona.Toolbox, sessionID, command string, stdout, stderr io.Writer) (*int, error) {
+	cmd, err := tb.SessionExec(ctx, sessionID, daytona.SessionExecRequest{Command: command, Async: true})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tb.FollowSessionCommandLogs(ctx, sessionID, cmd.CmdID, daytona.FollowOptions{Stdout: stdout, Stderr: stderr}); err != nil {
+		return nil, err
+	}
+	got, err := tb.GetSessionCommand(ctx, sessionID, cmd.CmdID)
+	if err != nil {
+		return nil, err
+	}
+	return got.ExitCode, nil
+}
+
+// procCPU is the user+system CPU time pid has used.
+func procCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Skip("no /proc on this system")
+	}
+	// Fields after the command name (which may hold spaces): utime and
+	// stime are the 12th and 13th, in clock ticks (100 per second on Linux).
+	rest := string(data[bytes.LastIndexByte(data, ')')+2:])
+	f := strings.Fields(rest)
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkExecuteOverhead measures what the worker adds to one in-session
+// command (`true`): the environmentExecute round trip through the worker,
+// minus the same dispatch + log follow + exit-code read made directly with
+// our Daytona client, alternated so both see the same machine. Run it with
+// a fixed count for stable percentiles, e.g. -benchtime 300x.
+func BenchmarkExecuteOverhead(b *testing.B) {
+	env := benchEmulator(b, emulator.Options{})
+	h := startHost(b, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	defer h.shutdown()
+	defer h.destroy(l)
+	// Warm both paths: the worker's session, connection pool and handle.
+	h.execute(l, cmdSpec{command: "true"})
+	ctx := context.Background()
+	tb := directToolbox(b, env, l.id)
+	if err := tb.CreateSession(ctx, "bench-direct"); err != nil {
+		b.Fatal(err)
+	}
+	command := "( " + loginScriptTrue + " )"
+	if _, err := directSessionRun(ctx, tb, "bench-direct", command, io.Discard, io.Discard); err != nil {
+		b.Fatal(err)
+	}
+
+	var viaWorker, direct, overhead []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		r := h.execute(l, cmdSpec{command: "true"})
+		w := time.Since(start)
+		if r.Err != nil || r.exit() != "0" {
+			b.Fatalf("worker execute: %v exit %s", r.Err, r.exit())
+		}
+		start = time.Now()
+		code, err := directSessionRun(ctx, tb, "bench-direct", command, io.Discard, io.Discard)
+		d := time.Since(start)
+		if err != nil || code == nil || *code != 0 {
+			b.Fatalf("direct run: %v", err)
+		}
+		viaWorker, direct, overhead = append(viaWorker, w), append(direct, d), append(overhead, w-d)
+	}
+	b.StopTimer()
+	for _, s := range [][]time.Duration{viaWorker, direct, overhead} {
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	}
+	b.ReportMetric(ms(percentile(overhead, 0.5)), "ms-overhead-p50")
+	b.ReportMetric(ms(percentile(overhead, 0.99)), "ms-overhead-p99")
+	b.ReportMetric(ms(percentile(viaWorker, 0.5)), "ms-worker-p50")
+	b.ReportMetric(ms(percentile(viaWorker, 0.99)), "ms-worker-p99")
+	b.ReportMetric(ms(percentile(direct, 0.5)), "ms-direct-p50")
+	b.ReportMetric(ms(percentile(direct, 0.99)), "ms-direct-p99")
+	b.ReportMetric(0, "ns/op")
+}
+
+// relayBenchLines is the output size of BenchmarkExecuteRelay in 1000-byte
+// lines: DAYTONA_BENCH_RELAY_MB megabytes, 100 by default.
+func relayBenchLines(b *testing.B) int {
+	mb := 100
+	if v := os.Getenv("DAYTONA_BENCH_RELAY_MB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("DAYTONA_BENCH_RELAY_MB=%q is not a positive integer", v)
+		}
+		mb = n
+	}
+	return mb * 1000
+}
+
+// BenchmarkExecuteRelay measures execute.log relay throughput for a command
+// printing DAYTONA_BENCH_RELAY_MB (default 100) MB: from the request to the
+// complete reply, every byte verified once in the notifications and once in
+// the result. It reports the worker's peak RSS (VmHWM of a fresh worker per
+// iteration) in MiB and as a ratio to the output, and, for reference, the
+// throughput of our own client following the same command with no worker
+// (what the emulator itself can deliver on this machine).
+func BenchmarkExecuteRelay(b *testing.B) {
+	n := relayBenchLines(b)
+	wantSum, size := bigOutputSum(n)
+	script := bigOutputScript(n)
+	env := benchEmulator(b, emulator.Options{})
+	var elapsed, directElapsed, workerCPU time.Duration
+	var peak float64
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		h := startHost(b, hostOptions{hashResults: true})
+		l := h.acquire(leaseConfig(env, ""))
+		cpu0 := procCPU(b, h.pid)
+		b.StartTimer()
+		start := time.Now()
+		r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", script}})
+		elapsed += time.Since(start)
+		b.StopTimer()
+		workerCPU += procCPU(b, h.pid) - cpu0
+		if r.Err != nil || r.StdoutSum == nil || r.StdoutSum.Sum != wantSum || r.Log.outHash.sum() != wantSum {
+			b.Fatalf("output mismatch: err %v", r.Err)
+		}
+		hwm, _ := procMemory(b, h.pid)
+		peak = max(peak, hwm)
+
+		// The same command without the worker.
+		tb := directToolbox(b, env, l.id)
+		ctx := context.Background()
+		if err := tb.CreateSession(ctx, "bench-direct"); err != nil {
+			b.Fatal(err)
+		}
+		hs := sha256.New()
+		start = time.Now()
+		if _, err := directSessionRun(ctx, tb, "bench-direct", "( "+script+" )", hs, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		directElapsed += time.Since(start)
+		if [sha256.Size]byte(hs.Sum(nil)) != wantSum {
+			b.Fatal("direct output mismatch")
+		}
+		h.destroy(l)
+		h.shutdown()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	mbps := func(d time.Duration) float64 { return float64(size) * float64(b.N) / 1e6 / d.Seconds() }
+	b.ReportMetric(mbps(elapsed), "MB/s-relay")
+	b.ReportMetric(mbps(directElapsed), "MB/s-direct")
+	// What one core of worker time relays: the ceiling when the worker is
+	// not sharing the machine with the emulator and the host.
+	b.ReportMetric(mbps(workerCPU), "MB/s-per-worker-cpu")
+	b.ReportMetric(peak, "MiB-peak-rss")
+	b.ReportMetric(peak*(1<<20)/float64(size), "rss/output")
+}
+
+// startInProcessHost runs the worker inside the test binary (run, on
+// pipes), so that `go test -cpuprofile/-memprofile` sees the worker's side.
+func startInProcessHost(b *testing.B, opts hostOptions) *host {
+	b.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(nil, inR, outW, io.Discard)
+		outW.Close()
+		done <- code
+	}()
+	return newHost(b, inW, outR, func() (int, error) { return <-done, nil }, 0, opts)
+}
+
+// BenchmarkExecuteRelayInProcess is BenchmarkExecuteRelay with the worker in
+// this process, for profiling the relay:
+//
+//	go test -run '^$' -bench ExecuteRelayInProcess -benchtime 3x -cpuprofile cpu.out ./cmd/daytona-worker/
+func BenchmarkExecuteRelayInProcess(b *testing.B) {
+	n := relayBenchLines(b)
+	wantSum, size := bigOutputSum(n)
+	script := bigOutputScript(n)
+	env := benchEmulator(b, emulator.Options{})
+	h := startInProcessHost(b, hostOptions{hashResults: true})
+	l := h.acquire(leaseConfig(env, ""))
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", script}})
+		if r.Err != nil || r.StdoutSum == nil || r.StdoutSum.Sum != wantSum {
+			b.Fatalf("output mismatch: err %v", r.Err)
+		}
+	}
+	b.StopTimer()
+	h.destroy(l)
+	h.shutdown()
+}
