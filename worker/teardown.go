@@ -44,6 +44,25 @@ func (w *Worker) beginTeardown(sc scope) *teardown {
 	return &teardown{w: w, sc: sc, key: key}
 }
 
+// openTeardown starts the teardown of a lease and fetches its sandbox
+// (nil when it no longer exists). The handle is evicted: a teardown works on
+// the provider's state, and nothing may reuse the handle after it. The
+// caller must call t.end().
+func (w *Worker) openTeardown(ctx context.Context, p protocol.ReleaseLeaseParams, cfg DriverConfig) (*teardown, *leaseSandbox, error) {
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := w.beginTeardown(sc)
+	s, err := w.getSandboxOrNil(ctx, sc)
+	if err != nil {
+		t.end()
+		return nil, nil, err
+	}
+	w.leases.evictHandle(t.key, nil)
+	return t, s, nil
+}
+
 func (t *teardown) end() {
 	t.w.leases.endTeardown(t.key)
 	t.w.leases.evictHandle(t.key, nil)
@@ -77,22 +96,15 @@ func (w *Worker) releaseLease(ctx context.Context, raw json.RawMessage) (any, er
 	if p.ResourceDisposition == "stop_and_retain" {
 		return w.stopRetained(ctx, p, cfg)
 	}
-	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
+	t, s, err := w.openTeardown(ctx, p, cfg)
 	if err != nil {
 		return nil, err
 	}
-	t := w.beginTeardown(sc)
 	defer t.end()
-	id := sc.providerLeaseID
-
-	s, err := w.getSandboxOrNil(ctx, sc)
-	if err != nil {
-		return nil, err
-	}
+	id := t.sc.providerLeaseID
 	if s == nil {
 		return receipt(id, protocol.LeaseStateDestroyed), nil
 	}
-	w.leases.evictHandle(t.key, nil)
 	secs := timeoutSeconds(cfg.TimeoutMs)
 
 	if p.CancelActiveWork {
@@ -146,20 +158,14 @@ func (w *Worker) destroyLease(ctx context.Context, raw json.RawMessage) (any, er
 	if pending, ok := p.LeaseMetadata["failedCreateCleanup"].(map[string]any); ok {
 		return w.cleanupFailedCreate(ctx, p, cfg, pending)
 	}
-	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
+	t, s, err := w.openTeardown(ctx, p, cfg)
 	if err != nil {
 		return nil, err
 	}
-	t := w.beginTeardown(sc)
 	defer t.end()
-	s, err := w.getSandboxOrNil(ctx, sc)
-	if err != nil {
-		return nil, err
-	}
 	if s == nil {
-		return receipt(sc.providerLeaseID, protocol.LeaseStateDestroyed), nil
+		return receipt(t.sc.providerLeaseID, protocol.LeaseStateDestroyed), nil
 	}
-	w.leases.evictHandle(t.key, nil)
 	t.drain(ctx, s)
 	return t.delete(ctx, s, cfg)
 }
@@ -178,21 +184,15 @@ func (w *Worker) stopLease(ctx context.Context, raw json.RawMessage) (any, error
 }
 
 func (w *Worker) stopRetained(ctx context.Context, p protocol.ReleaseLeaseParams, cfg DriverConfig) (any, error) {
-	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
+	t, s, err := w.openTeardown(ctx, p, cfg)
 	if err != nil {
 		return nil, err
 	}
-	t := w.beginTeardown(sc)
 	defer t.end()
-	id := sc.providerLeaseID
-	s, err := w.getSandboxOrNil(ctx, sc)
-	if err != nil {
-		return nil, err
-	}
+	id := t.sc.providerLeaseID
 	if s == nil {
 		return nil, fmt.Errorf("Daytona sandbox %s no longer exists, so it cannot be stopped and retained.", id)
 	}
-	w.leases.evictHandle(t.key, nil)
 	// Retained files must outlive the stop: no auto-delete, confirmed.
 	if _, err := s.client.SetAutoDeleteInterval(ctx, id, -1); err != nil {
 		return nil, fmt.Errorf("disable auto-delete before stopping sandbox %s: %w", id, err)
