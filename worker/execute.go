@@ -320,8 +320,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 		return nil, err
 	}
 
-	relay := newLogRelay(func(stream, chunk string) error {
-		return c.w.host.Notify(ctx, protocol.NotifyExecuteLog, protocol.ExecuteLog{Stream: stream, Chunk: chunk})
+	// The params encode as protocol.ExecuteLog does, from the output blocks.
+	relay := newLogNotifier(func(params any) error {
+		return c.w.host.Notify(ctx, protocol.NotifyExecuteLog, params)
 	})
 	streamed := c.follow(runCtx, tb, sessionID, dispatched.CmdID, relay)
 	if !streamed && !c.expired(ctx, runCtx) {

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"encoding/binary"
 	"io"
 	"unicode/utf8"
 )
@@ -36,6 +37,29 @@ func (b *blockBuffer) Write(p []byte) (int, error) {
 }
 
 func (b *blockBuffer) Len() int64 { return b.n }
+
+// blockCursor is a read position in a blockBuffer.
+type blockCursor struct{ blk, off int }
+
+// take returns the n bytes after c as pieces of the blocks (no copy) and
+// moves c past them. The bytes must already be written; they never change
+// afterwards, so the pieces may be read while later writes go on, provided
+// take itself is serialised with Write.
+func (b *blockBuffer) take(c *blockCursor, n int) [][]byte {
+	var out [][]byte
+	for n > 0 && c.blk < len(b.blocks) {
+		blk := b.blocks[c.blk]
+		if c.off == len(blk) {
+			c.blk, c.off = c.blk+1, 0
+			continue
+		}
+		k := min(len(blk)-c.off, n)
+		out = append(out, blk[c.off:c.off+k:c.off+k])
+		c.off += k
+		n -= k
+	}
+	return out
+}
 
 // endsWith reports whether the last byte written is c.
 func (b *blockBuffer) endsWith(c byte) bool {
@@ -83,14 +107,24 @@ type jsonStringWriter struct {
 
 func (e *jsonStringWriter) write(p []byte) error {
 	if len(e.carry) > 0 {
-		need := utf8Need(e.carry[0]) - len(e.carry)
-		take := min(need, len(p))
-		e.carry = append(e.carry, p[:take]...)
-		p = p[take:]
-		if len(e.carry) < utf8Need(e.carry[0]) && len(p) == 0 {
-			return nil
+		// Decode the carried bytes as if they and p were contiguous: the
+		// carry may turn out invalid, and then p's first bytes are not
+		// part of it (they start runes of their own).
+		var tmp [8]byte
+		t := tmp[:copy(tmp[:], e.carry)]
+		t = append(t, p[:min(len(p), 3)]...)
+		pos := 0
+		for pos < len(e.carry) {
+			if !utf8.FullRune(t[pos:]) {
+				// Still a valid but unfinished prefix, and p is all in t.
+				e.carry = append(e.carry[:0], t[pos:]...)
+				return nil
+			}
+			_, size := utf8.DecodeRune(t[pos:])
+			e.escape(t[pos : pos+size])
+			pos += size
 		}
-		e.escape(e.carry)
+		p = p[pos-len(e.carry):]
 		e.carry = e.carry[:0]
 	}
 	if tail := incompleteTail(p); tail > 0 {
@@ -126,6 +160,11 @@ const hexDigits = "0123456789abcdef"
 func (e *jsonStringWriter) escape(p []byte) {
 	start := 0
 	for i := 0; i < len(p); {
+		// Plain ASCII goes eight bytes at a time.
+		if i+8 <= len(p) && !wordNeedsEscape(binary.LittleEndian.Uint64(p[i:])) {
+			i += 8
+			continue
+		}
 		c := p[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -136,6 +175,10 @@ func (e *jsonStringWriter) escape(p []byte) {
 			switch c {
 			case '"', '\\':
 				e.buf = append(e.buf, '\\', c)
+			case '\b':
+				e.buf = append(e.buf, '\\', 'b')
+			case '\f':
+				e.buf = append(e.buf, '\\', 'f')
 			case '\n':
 				e.buf = append(e.buf, '\\', 'n')
 			case '\r':
@@ -168,6 +211,25 @@ func (e *jsonStringWriter) escape(p []byte) {
 		i += size
 	}
 	e.buf = append(e.buf, p[start:]...)
+}
+
+const (
+	ones8  = 0x0101010101010101
+	highs8 = 0x8080808080808080
+)
+
+// wordNeedsEscape reports whether any of the eight bytes in x is non-ASCII,
+// a control character, '"' or '\\' (exact, by the classic zero-byte tests).
+func wordNeedsEscape(x uint64) bool {
+	if x&highs8 != 0 {
+		return true
+	}
+	control := (x - ones8*0x20) &^ x & highs8
+	q := x ^ (ones8 * '"')
+	quote := (q - ones8) &^ q & highs8
+	bs := x ^ (ones8 * '\\')
+	backslash := (bs - ones8) &^ bs & highs8
+	return control|quote|backslash != 0
 }
 
 // utf8Need is the length of the sequence a lead byte starts (1 for others).

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"io"
+	"strings"
 	"sync"
 )
 
@@ -9,8 +11,9 @@ import (
 // so this bound keeps every chunk well inside the limit.
 const maxLogChunkBytes = 512 << 10
 
-// maxPendingLogBytes bounds output read but not yet sent: past it, the reader
-// waits for the host pipe, so memory stays flat however fast a command prints.
+// maxPendingLogBytes bounds output read but not yet handed to the sender:
+// past it, the reader waits for the host pipe, so a command that prints
+// faster than the host reads does not race ahead of it.
 const maxPendingLogBytes = 8 << 20
 
 // logRelay collects a running command's output (for the final result) and
@@ -18,29 +21,60 @@ const maxPendingLogBytes = 8 << 20
 // goroutine, owned by the relay, does the sending: whatever arrives while it
 // writes is coalesced into the next notification, so a chatty command costs
 // few notifications and a quiet one is forwarded at once.
+//
+// Output is stored once: the notifications are encoded straight from the
+// result's blocks (bytes in a blockBuffer never move or change once
+// written), so relaying costs no copy and no garbage per byte.
 type logRelay struct {
-	send func(stream, chunk string) error
+	deliver func(stream int, chunk [][]byte) error
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	pending []logSegment
+	pending []logSegment // output not yet handed to the sender, in order
+	spare   []logSegment
 	bytes   int
 	closed  bool
-	carry   [2][]byte // per stream: a rune split by the last segment
+	next    [2]blockCursor // where each stream's first pending byte is in out
+
+	carry   [2][]byte // sender only: a rune split by the last segment
+	scratch []byte    // sender only: the notification encoding buffer
 
 	out  [2]blockBuffer
 	done chan struct{}
 }
 
+// logSegment is a run of n bytes of one stream (0 stdout, 1 stderr).
 type logSegment struct {
-	stream int // 0 stdout, 1 stderr
-	data   []byte
+	stream int
+	n      int
 }
 
 var streamNames = [2]string{"stdout", "stderr"}
 
+// newLogRelay relays to send, one string per chunk.
 func newLogRelay(send func(stream, chunk string) error) *logRelay {
-	r := &logRelay{send: send, done: make(chan struct{})}
+	return startLogRelay(func(stream int, chunk [][]byte) error {
+		var b strings.Builder
+		b.Grow(runLen(chunk))
+		for _, p := range chunk {
+			b.Write(p)
+		}
+		return send(streamNames[stream], b.String())
+	})
+}
+
+// newLogNotifier relays execute.log notifications to notify, whose params
+// (an rpc.JSONStreamer) encode the chunk straight from the output blocks.
+func newLogNotifier(notify func(params any) error) *logRelay {
+	var r *logRelay
+	r = startLogRelay(func(stream int, chunk [][]byte) error {
+		return notify(&logChunk{stream: streamNames[stream], chunk: chunk, scratch: &r.scratch})
+	})
+	return r
+}
+
+func startLogRelay(deliver func(stream int, chunk [][]byte) error) *logRelay {
+	r := &logRelay{deliver: deliver, done: make(chan struct{})}
 	r.cond = sync.NewCond(&r.mu)
 	go r.run()
 	return r
@@ -69,9 +103,9 @@ func (w *relayWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if n := len(r.pending); n > 0 && r.pending[n-1].stream == w.i {
-		r.pending[n-1].data = append(r.pending[n-1].data, p...)
+		r.pending[n-1].n += len(p)
 	} else {
-		r.pending = append(r.pending, logSegment{stream: w.i, data: append([]byte(nil), p...)})
+		r.pending = append(r.pending, logSegment{stream: w.i, n: len(p)})
 	}
 	r.bytes += len(p)
 	r.cond.Broadcast()
@@ -87,13 +121,17 @@ func (r *logRelay) run() {
 			r.cond.Wait()
 		}
 		batch := r.pending
-		r.pending = nil
+		views := make([][][]byte, len(batch))
+		for i, seg := range batch {
+			views[i] = r.out[seg.stream].take(&r.next[seg.stream], seg.n)
+		}
+		r.pending, r.spare = r.spare[:0], nil
 		r.bytes = 0
 		closing := r.closed
 		r.cond.Broadcast()
 		r.mu.Unlock()
-		for _, seg := range batch {
-			r.forward(seg.stream, seg.data, false)
+		for i, seg := range batch {
+			r.forward(seg.stream, views[i], false)
 		}
 		if closing {
 			r.forward(0, nil, true)
@@ -101,30 +139,38 @@ func (r *logRelay) run() {
 			return
 		}
 		r.mu.Lock()
+		r.spare = batch[:0]
 	}
 }
 
 // forward sends data (after any carried partial rune) in chunks that end on
 // rune boundaries; at the end the carry goes out as it is.
-func (r *logRelay) forward(stream int, data []byte, final bool) {
+func (r *logRelay) forward(stream int, data [][]byte, final bool) {
 	if c := r.carry[stream]; len(c) > 0 {
-		data = append(c, data...)
+		data = append([][]byte{c}, data...)
 		r.carry[stream] = nil
 	}
+	total := runLen(data)
 	if !final {
-		if tail := incompleteTail(data); tail > 0 {
-			r.carry[stream] = append([]byte(nil), data[len(data)-tail:]...)
-			data = data[:len(data)-tail]
+		if tail := incompleteTail(runSuffix(data, 3)); tail > 0 {
+			var rest [][]byte
+			data, rest = splitRun(data, total-tail)
+			r.carry[stream] = runBytes(rest)
+			total -= tail
 		}
 	}
-	for len(data) > 0 {
-		n := min(len(data), maxLogChunkBytes)
-		if n < len(data) {
-			n -= incompleteTail(data[:n])
+	for total > 0 {
+		n := min(total, maxLogChunkBytes)
+		head, rest := splitRun(data, n)
+		if n < total {
+			if cut := incompleteTail(runSuffix(head, 3)); cut > 0 {
+				n -= cut
+				head, rest = splitRun(data, n)
+			}
 		}
 		// A send error means the host is gone; the result will fail too.
-		_ = r.send(streamNames[stream], string(data[:n]))
-		data = data[n:]
+		_ = r.deliver(stream, head)
+		data, total = rest, total-n
 	}
 }
 
@@ -138,9 +184,84 @@ func (r *logRelay) close() {
 	<-r.done
 }
 
-// sent returns how many bytes of each stream have been collected.
+// collected returns how many bytes of each stream have been collected.
 func (r *logRelay) collected(stream int) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.out[stream].Len()
+}
+
+// logChunk is the params of one execute.log notification, {"stream","chunk"}
+// as protocol.ExecuteLog encodes, written without building the string.
+type logChunk struct {
+	stream  string
+	chunk   [][]byte
+	scratch *[]byte // reused between notifications (one sender at a time)
+}
+
+// WriteJSON implements rpc.JSONStreamer.
+func (c *logChunk) WriteJSON(w io.Writer) error {
+	e := jsonStringWriter{w: w, buf: (*c.scratch)[:0]}
+	e.buf = append(e.buf, `{"stream":"`...)
+	e.buf = append(e.buf, c.stream...)
+	e.buf = append(e.buf, `","chunk":"`...)
+	for _, p := range c.chunk {
+		if err := e.write(p); err != nil {
+			return err
+		}
+	}
+	if err := e.finish(); err != nil {
+		return err
+	}
+	e.buf = append(e.buf, `"}`...)
+	err := e.flush()
+	*c.scratch = e.buf[:0]
+	return err
+}
+
+// ---- runs: a byte string held as consecutive pieces ----
+
+func runLen(run [][]byte) int {
+	n := 0
+	for _, p := range run {
+		n += len(p)
+	}
+	return n
+}
+
+// runSuffix copies out the last (up to) k bytes of run.
+func runSuffix(run [][]byte, k int) []byte {
+	var out []byte
+	for i := len(run) - 1; i >= 0 && len(out) < k; i-- {
+		p := run[i]
+		take := min(k-len(out), len(p))
+		out = append(append([]byte(nil), p[len(p)-take:]...), out...)
+	}
+	return out
+}
+
+// splitRun cuts run after n bytes.
+func splitRun(run [][]byte, n int) (head, tail [][]byte) {
+	for i, p := range run {
+		if n == 0 {
+			return head, run[i:]
+		}
+		if len(p) <= n {
+			head = append(head, p)
+			n -= len(p)
+			continue
+		}
+		head = append(head, p[:n:n])
+		return head, append([][]byte{p[n:]}, run[i+1:]...)
+	}
+	return head, nil
+}
+
+// runBytes copies run into one slice.
+func runBytes(run [][]byte) []byte {
+	out := make([]byte, 0, runLen(run))
+	for _, p := range run {
+		out = append(out, p...)
+	}
+	return out
 }

@@ -115,6 +115,7 @@ func BenchmarkExecuteOverhead(b *testing.B) {
 	}
 
 	var viaWorker, direct, overhead []time.Duration
+	cpu0 := procCPU(b, h.pid)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -132,6 +133,7 @@ func BenchmarkExecuteOverhead(b *testing.B) {
 		viaWorker, direct, overhead = append(viaWorker, w), append(direct, d), append(overhead, w-d)
 	}
 	b.StopTimer()
+	workerCPU := procCPU(b, h.pid) - cpu0
 	for _, s := range [][]time.Duration{viaWorker, direct, overhead} {
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	}
@@ -141,6 +143,10 @@ func BenchmarkExecuteOverhead(b *testing.B) {
 	b.ReportMetric(ms(percentile(viaWorker, 0.99)), "ms-worker-p99")
 	b.ReportMetric(ms(percentile(direct, 0.5)), "ms-direct-p50")
 	b.ReportMetric(ms(percentile(direct, 0.99)), "ms-direct-p99")
+	// The quantiles' difference, as opposed to the quantiles of the paired
+	// differences above (which add up the noise of both sides).
+	b.ReportMetric(ms(percentile(viaWorker, 0.99)-percentile(direct, 0.99)), "ms-p99-diff")
+	b.ReportMetric(float64(workerCPU.Microseconds())/float64(b.N), "µs-worker-cpu/op")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -158,6 +164,20 @@ func relayBenchLines(b *testing.B) int {
 	return mb * 1000
 }
 
+// benchLogFrameSize is the emulator's log frame size for the relay
+// benchmarks: DAYTONA_BENCH_LOG_FRAME bytes, else the daemon's 1 KiB.
+func benchLogFrameSize(b *testing.B) int {
+	v := os.Getenv("DAYTONA_BENCH_LOG_FRAME")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("DAYTONA_BENCH_LOG_FRAME=%q is not a positive integer", v)
+	}
+	return n
+}
+
 // BenchmarkExecuteRelay measures execute.log relay throughput for a command
 // printing DAYTONA_BENCH_RELAY_MB (default 100) MB: from the request to the
 // complete reply, every byte verified once in the notifications and once in
@@ -169,8 +189,9 @@ func BenchmarkExecuteRelay(b *testing.B) {
 	n := relayBenchLines(b)
 	wantSum, size := bigOutputSum(n)
 	script := bigOutputScript(n)
-	env := benchEmulator(b, emulator.Options{})
+	env := benchEmulator(b, emulator.Options{LogFrameSize: benchLogFrameSize(b)})
 	var elapsed, directElapsed, workerCPU time.Duration
+	var notifications int
 	var peak float64
 	b.SetBytes(size)
 	b.ResetTimer()
@@ -190,6 +211,7 @@ func BenchmarkExecuteRelay(b *testing.B) {
 		}
 		hwm, _ := procMemory(b, h.pid)
 		peak = max(peak, hwm)
+		notifications += r.Log.chunks
 
 		// The same command without the worker.
 		tb := directToolbox(b, env, l.id)
@@ -217,6 +239,7 @@ func BenchmarkExecuteRelay(b *testing.B) {
 	// What one core of worker time relays: the ceiling when the worker is
 	// not sharing the machine with the emulator and the host.
 	b.ReportMetric(mbps(workerCPU), "MB/s-per-worker-cpu")
+	b.ReportMetric(float64(notifications)/float64(b.N), "notifications/op")
 	b.ReportMetric(peak, "MiB-peak-rss")
 	b.ReportMetric(peak*(1<<20)/float64(size), "rss/output")
 }
