@@ -1648,3 +1648,33 @@ func TestExecuteGracefulReleaseWaitsForTheCommand(t *testing.T) {
 	assert.Equal(t, "Daytona sandbox lease "+l.id+" is no longer active.", late.Err["message"])
 	finish(t, h, env)
 }
+
+// TestExecuteCarriesInvalidUTF8AsEncodingJSONDoes cuts the log stream into
+// one-byte frames so that multi-byte and invalid sequences straddle every
+// kind of boundary (frames, relay batches, chunks, output blocks): the
+// result and the joined execute.log must both read as encoding/json renders
+// the whole output (each invalid byte U+FFFD, valid runes intact).
+func TestExecuteCarriesInvalidUTF8AsEncodingJSONDoes(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{LogFrameSplit: emulator.SplitEvery(1)})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	line := "a\xe6\x97\xe2\x80\xa9b\xf0\x9f\x99\x82c\xff\xc3\xa9\xc3\n"
+	raw := strings.Repeat(line, 400)
+	// printf's %b turns the octal escapes back into bytes.
+	var octal strings.Builder
+	for _, c := range []byte(line) {
+		fmt.Fprintf(&octal, "\\%03o", c)
+	}
+	script := fmt.Sprintf(`i=0; while [ $i -lt 400 ]; do printf '%%b' '%s'; printf '%%b' '%s' >&2; i=$((i+1)); done`, octal.String(), octal.String())
+	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", script}})
+	requireResult(t, r)
+	require.Equal(t, "0", r.exit())
+	enc, _ := json.Marshal(raw)
+	var want string
+	require.NoError(t, json.Unmarshal(enc, &want))
+	assert.Equal(t, want, r.Stdout)
+	assert.Equal(t, want, r.Stderr)
+	assertStreamed(t, r)
+	finish(t, h, env, l)
+}
