@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -70,7 +69,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, sb *sandb
 	cmd.Stdout, cmd.Stderr = pw, pw
 	s.mu.Lock()
 	cmd.Env = s.processEnvLocked(sb, req.Envs)
-	p, err := s.startProcLocked(sb, cmd, nil)
+	p, err := s.startProcLocked(sb, cmd, nil, false)
 	s.mu.Unlock()
 	pw.Close()
 	if err != nil {
@@ -89,8 +88,17 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, sb *sandb
 		defer close(readDone)
 		_, _ = io.Copy(&out, pr)
 	}()
-	waitDone := make(chan int, 1)
-	go func() { waitDone <- exitStatus(s.waitProc(p, cmd)) }()
+	kill := func() {
+		s.mu.Lock()
+		s.killLocked(p)
+		s.mu.Unlock()
+	}
+	timedOut := func() {
+		kill()
+		pr.Close()
+		<-readDone
+		s.toolboxError(w, r, http.StatusRequestTimeout, "request timeout: command execution timeout")
+	}
 
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
@@ -98,33 +106,26 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, sb *sandb
 		defer t.Stop()
 		timeout = t.C
 	}
-	code := 0
 	select {
-	case code = <-waitDone:
+	case <-p.exited:
 		// The shell is done; its output pipe closes once every child that
-		// holds it is gone too.
+		// holds it is gone too (as on the daemon, a background job that keeps
+		// stdout open holds the reply).
 		select {
 		case <-readDone:
-		case <-s.ctx.Done():
 		case <-timeout:
-			killGroup(p.pid, syscall.SIGKILL)
-			pr.Close()
-			<-readDone
-			s.toolboxError(w, r, http.StatusRequestTimeout, "request timeout: command execution timeout")
+			timedOut()
 			return
+		case <-s.ctx.Done():
 		}
 	case <-timeout:
-		killGroup(p.pid, syscall.SIGKILL)
-		pr.Close()
-		<-waitDone
-		<-readDone
-		s.toolboxError(w, r, http.StatusRequestTimeout, "request timeout: command execution timeout")
+		timedOut()
 		return
 	case <-s.ctx.Done():
-		killGroup(p.pid, syscall.SIGKILL)
-		<-waitDone
+		kill()
+		<-p.exited
 	}
 	pr.Close()
 	<-readDone
-	writeJSON(w, http.StatusOK, map[string]any{"exitCode": code, "result": out.String()})
+	writeJSON(w, http.StatusOK, map[string]any{"exitCode": p.status, "result": out.String()})
 }

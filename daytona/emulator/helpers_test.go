@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -61,6 +62,11 @@ func start(t testing.TB, opts emulator.Options) (*emulatortest.Env, *client) {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	return env, &client{t: t, env: env, http: &http.Client{Transport: tr}, key: env.APIKey, sdk: "0.218.0"}
+}
+
+// envFor wraps a server the test started itself.
+func envFor(ts *httptest.Server, srv *emulator.Server) *emulatortest.Env {
+	return &emulatortest.Env{Server: srv, HTTP: ts, APIURL: ts.URL + "/api", APIKey: emulator.DevAPIKey}
 }
 
 func (c *client) req(ctx context.Context, method, url string, body any, hdr http.Header) (resp, error) {

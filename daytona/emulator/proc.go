@@ -1,23 +1,39 @@
 package emulator
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
+	"unsafe"
 	"syscall"
 )
 
 // proc is one process the emulator started for a sandbox: a /process/execute
-// shell, a session shell or a PTY shell. Each leads its own process group so a
-// stop, a timeout or Close can kill everything it spawned.
+// shell, a session shell or a PTY shell. Each leads its own session (and so
+// its own process group), so a stop, a timeout or Close can kill everything it
+// spawned, including job-control groups an interactive shell creates.
+//
+// Killing by group or session ID is only safe while that ID cannot have been
+// reused by an unrelated process. So the leader is not reaped as soon as it
+// exits: it stays a zombie (holding its PID) until no process of its session
+// is left, and only then is it reaped and forgotten.
 type proc struct {
-	pid  int
-	sb   *sandbox
-	done chan struct{} // closed once the process has been waited for
+	pid    int
+	sb     *sandbox
+	cmd    *exec.Cmd
+	hangup bool          // PTY: the session dies with its leader
+	exited chan struct{} // closed when the leader has exited; status is then set
+	status int           // exit code, or 128+signal
+	done   chan struct{} // closed once the leader is reaped and its session is empty
+
+	reaping bool // guarded by Server.mu: about to be reaped, never signal it again
 }
 
 type killReason int
@@ -31,11 +47,11 @@ const (
 
 var errNotRunning = errors.New("sandbox is not running")
 
-// startLocked starts cmd in its own process group (unless the caller set
-// Setsid, as PTYs do) and registers it under sb. start lets PTYs use
-// pty.Start; nil means cmd.Start. s.mu must be held, so a concurrent stop
-// cannot miss the new process.
-func (s *Server) startProcLocked(sb *sandbox, cmd *exec.Cmd, start func() error) (*proc, error) {
+// startProcLocked starts cmd in its own session (unless the caller set
+// SysProcAttr, as PTYs do), registers it under sb and supervises it. start
+// lets PTYs use pty.Start; nil means cmd.Start. s.mu must be held, so a
+// concurrent stop cannot miss the new process.
+func (s *Server) startProcLocked(sb *sandbox, cmd *exec.Cmd, start func() error, hangup bool) (*proc, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
@@ -43,7 +59,7 @@ func (s *Server) startProcLocked(sb *sandbox, cmd *exec.Cmd, start func() error)
 		return nil, errNotRunning
 	}
 	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	}
 	if start == nil {
 		start = cmd.Start
@@ -51,23 +67,104 @@ func (s *Server) startProcLocked(sb *sandbox, cmd *exec.Cmd, start func() error)
 	if err := start(); err != nil {
 		return nil, err
 	}
-	p := &proc{pid: cmd.Process.Pid, sb: sb, done: make(chan struct{})}
+	p := &proc{
+		pid: cmd.Process.Pid, sb: sb, cmd: cmd, hangup: hangup,
+		exited: make(chan struct{}), done: make(chan struct{}),
+	}
 	sb.procs[p] = struct{}{}
 	s.procs[p] = struct{}{}
+	s.goLocked(func() { s.supervise(p) })
 	return p, nil
 }
 
-// waitProc waits for cmd and unregisters p. Exactly one goroutine calls it
-// per process.
-func (s *Server) waitProc(p *proc, cmd *exec.Cmd) error {
-	err := cmd.Wait()
+// supervise waits for the leader to exit without reaping it, publishes its
+// status, waits for the rest of its session (background jobs) to end, then
+// reaps it. Close kills whatever is left, so this returns promptly then.
+func (s *Server) supervise(p *proc) {
+	status, err := waitExited(p.pid)
+	if err != nil {
+		// Could not wait without reaping; fall back to an ordinary wait.
+		s.mu.Lock()
+		p.reaping = true
+		s.mu.Unlock()
+		status = exitStatus(p.cmd.Wait())
+		p.status = status
+		close(p.exited)
+		s.forget(p)
+		return
+	}
+	p.status = status
+	close(p.exited)
+	if p.hangup {
+		killTree(p.pid)
+	}
+	poll := 250 * time.Millisecond
+	for sessionMembers(p.pid) > 0 {
+		select {
+		case <-time.After(poll):
+		case <-s.ctx.Done():
+			killTree(p.pid)
+			poll = 10 * time.Millisecond
+		}
+	}
+	s.mu.Lock()
+	p.reaping = true
+	s.mu.Unlock()
+	_ = p.cmd.Wait()
+	s.forget(p)
+}
+
+func (s *Server) forget(p *proc) {
 	s.mu.Lock()
 	delete(p.sb.procs, p)
 	delete(s.procs, p)
 	s.mu.Unlock()
 	close(p.done)
-	return err
 }
+
+// killLocked SIGKILLs p's group and session unless p is being reaped (its
+// session is empty then, and its PID may be reused). s.mu must be held.
+func (s *Server) killLocked(p *proc) {
+	if !p.reaping {
+		killTree(p.pid)
+	}
+}
+
+// waitExited blocks until pid exits and returns its status, leaving it a
+// zombie (waitid with WNOWAIT) so its PID stays reserved.
+func waitExited(pid int) (int, error) {
+	// siginfo_t: si_signo, si_errno, si_code int32, then (8-aligned) si_pid,
+	// si_uid, si_status for SIGCHLD.
+	var info [128]byte
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		if errno == syscall.EINTR {
+			continue
+		}
+		if errno != 0 {
+			return -1, errno
+		}
+		break
+	}
+	code := *(*int32)(unsafe.Pointer(&info[8]))
+	status := int(*(*int32)(unsafe.Pointer(&info[24])))
+	switch code {
+	case cldExited:
+		return status, nil
+	case cldKilled, cldDumped:
+		return 128 + status, nil
+	default:
+		return -1, fmt.Errorf("waitid: unexpected si_code %d", code)
+	}
+}
+
+const (
+	pPID      = 1 // idtype_t P_PID
+	cldExited = 1
+	cldKilled = 2
+	cldDumped = 3
+)
 
 // killGroup signals the whole process group led by pid.
 func killGroup(pid int, sig syscall.Signal) {
@@ -75,6 +172,64 @@ func killGroup(pid int, sig syscall.Signal) {
 		return
 	}
 	_ = syscall.Kill(-pid, sig)
+}
+
+// killTree SIGKILLs the process group and the whole session led by pid. An
+// interactive shell puts each job in its own group, and a job that has not
+// taken the terminal yet misses the hangup, so the group alone is not enough.
+func killTree(pid int) {
+	if pid <= 0 {
+		return
+	}
+	killGroup(pid, syscall.SIGKILL)
+	for pass := 0; pass < 3 && killSession(pid) > 0; pass++ {
+	}
+}
+
+// killSession SIGKILLs every live process whose session ID is sid and
+// reports how many it found.
+func killSession(sid int) int {
+	return scanSession(sid, true)
+}
+
+// sessionMembers counts the live processes of session sid.
+func sessionMembers(sid int) int {
+	return scanSession(sid, false)
+}
+
+func scanSession(sid int, kill bool) int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	self := os.Getpid()
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp session ...; comm may contain spaces.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 4 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if s, err := strconv.Atoi(f[3]); err == nil && s == sid {
+			if kill {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			n++
+		}
+	}
+	return n
 }
 
 // killSandboxLocked ends every process of sb: sessions, PTYs (clients get a
@@ -89,7 +244,7 @@ func (s *Server) killSandboxLocked(sb *sandbox, why killReason) {
 		delete(sb.ptys, id)
 	}
 	for p := range sb.procs {
-		killGroup(p.pid, syscall.SIGKILL)
+		s.killLocked(p)
 	}
 	_ = why
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
@@ -159,9 +160,16 @@ func (s *Server) startPtyLocked(pt *ptySession) error {
 	var ptmx *os.File
 	p, err := s.startProcLocked(pt.sb, cmd, func() error {
 		f, err := pty.StartWithAttrs(cmd, &pty.Winsize{Cols: pt.cols, Rows: pt.rows}, attrs)
-		ptmx = f
+		if err != nil {
+			return err
+		}
+		ptmx, err = pollable(f)
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_, _ = cmd.Process.Wait()
+		}
 		return err
-	})
+	}, true)
 	if err != nil {
 		return err
 	}
@@ -186,14 +194,18 @@ func (s *Server) ptyLoop(pt *ptySession) {
 			}
 		}
 	}()
-	status := exitStatus(s.waitProc(pt.p, pt.cmd))
-	// Anything the shell left behind in its session goes too, so the terminal
-	// hangs up and the reader sees EIO after draining.
-	killGroup(pt.p.pid, syscall.SIGKILL)
+	<-pt.p.exited
+	status := pt.p.status
+	// The supervisor kills what the shell left in its session (hangup), so the
+	// reader sees EIO after draining. If something outside still holds the
+	// terminal, closing our (pollable) master unblocks the read.
+	t := time.NewTimer(2 * time.Second)
 	select {
 	case <-readDone:
-	case <-time.After(2 * time.Second):
+	case <-t.C:
+	case <-s.ctx.Done():
 	}
+	t.Stop()
 	pt.ptmx.Close()
 	<-readDone
 	s.mu.Lock()
@@ -240,7 +252,7 @@ func (s *Server) killPtyLocked(pt *ptySession) {
 		delete(pt.clients, c)
 	}
 	if pt.started {
-		killGroup(pt.p.pid, syscall.SIGKILL)
+		s.killLocked(pt.p)
 	}
 }
 
@@ -324,7 +336,9 @@ func (s *Server) handleResizePty(w http.ResponseWriter, r *http.Request, sb *san
 	}
 	pt.cols, pt.rows = uint16(*req.Cols), uint16(*req.Rows)
 	if pt.started {
-		_ = pty.Setsize(pt.ptmx, &pty.Winsize{Cols: pt.cols, Rows: pt.rows})
+		if err := setWinsize(pt.ptmx, pt.cols, pt.rows); err != nil {
+			s.log.Warn().Err(err).Str("pty", pt.id).Msg("resize")
+		}
 	}
 	info := pt.infoLocked()
 	s.mu.Unlock()
@@ -497,4 +511,52 @@ func (s *Server) ptyWriter(ctx context.Context, c *ptyClient) {
 			return
 		}
 	}
+}
+
+// pollable returns a non-blocking, poller-registered duplicate of the PTY
+// master and closes the original. creack/pty leaves the master in blocking
+// mode (it calls Fd), and a blocking read cannot be interrupted by Close.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	var nfd uintptr
+	var errno syscall.Errno
+	cerr := withRawFd(f, func(fd uintptr) {
+		nfd, _, errno = syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_DUPFD_CLOEXEC, 0)
+	})
+	if cerr != nil {
+		return nil, cerr
+	}
+	if errno != 0 {
+		return nil, fmt.Errorf("dup PTY master: %w", errno)
+	}
+	if err := syscall.SetNonblock(int(nfd), true); err != nil {
+		syscall.Close(int(nfd))
+		return nil, fmt.Errorf("set PTY master non-blocking: %w", err)
+	}
+	return os.NewFile(nfd, "/dev/ptmx"), nil
+}
+
+func withRawFd(f *os.File, fn func(fd uintptr)) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(fn)
+}
+
+// setWinsize is TIOCSWINSZ without pty.Setsize, which would put the master
+// back into blocking mode.
+func setWinsize(f *os.File, cols, rows uint16) error {
+	ws := struct{ Row, Col, X, Y uint16 }{Row: rows, Col: cols}
+	var errno syscall.Errno
+	err := withRawFd(f, func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCSWINSZ, uintptr(unsafe.Pointer(&ws)))
+	})
+	if err != nil {
+		return err
+	}
+	if errno != 0 {
+		return errno
+	}
+	return nil
 }

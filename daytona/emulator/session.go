@@ -179,7 +179,7 @@ func (s *Server) startSessionLocked(sb *sandbox, id string) (*session, error) {
 	cmd.Env = s.processEnvLocked(sb, nil)
 	cmd.Stdin = inR
 	cmd.ExtraFiles = []*os.File{ctlW}
-	p, err := s.startProcLocked(sb, cmd, nil)
+	p, err := s.startProcLocked(sb, cmd, nil, false)
 	inR.Close()
 	ctlW.Close()
 	if err != nil {
@@ -212,7 +212,8 @@ func (s *Server) sessionLoop(se *session) {
 			s.finishCommand(c, code)
 		}
 	}
-	status := exitStatus(s.waitProc(se.p, se.cmd))
+	<-se.p.exited
+	status := se.p.status
 	se.ctl.Close()
 	se.stdin.Close()
 	s.mu.Lock()
@@ -296,7 +297,7 @@ func (s *Server) killSessionLocked(se *session) {
 		return
 	}
 	se.deleted = true
-	killGroup(se.p.pid, syscall.SIGKILL)
+	s.killLocked(se.p)
 	for _, c := range se.commands {
 		for _, f := range c.readers {
 			f.Close()
