@@ -10,9 +10,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
-	"syscall"
 )
 
 // proc is one process the emulator started for a sandbox: a /process/execute
