@@ -213,8 +213,9 @@ func TestDeleteRemovesFolderAndExternalFiles(t *testing.T) {
 	require.DirExists(t, ext)
 
 	require.Equal(t, 200, c.api("DELETE", "/sandbox/"+id, nil).status)
-	assert.NoDirExists(t, dir)
-	assert.NoDirExists(t, ext)
+	assert.NoDirExists(t, dir, "the sandbox folder is gone with the sandbox")
+	require.Eventually(t, func() bool { _, err := os.Stat(ext); return os.IsNotExist(err) }, 10*time.Second, 5*time.Millisecond,
+		"files created outside the sandbox folder are removed too")
 	assert.Empty(t, env.Server.Sandboxes())
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
@@ -202,7 +201,7 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, sb *sand
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": filepath.Base(p)}))
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s"`, quoteEscaper.Replace(filepath.Base(p))))
 	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
 	_, _ = io.Copy(w, f)
 }

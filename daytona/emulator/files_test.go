@@ -88,7 +88,7 @@ func TestFiles(t *testing.T) {
 	dl := c.tb(id, "GET", "/files/download?"+q("proj/src/a.txt"), nil)
 	require.Equal(t, 200, dl.status)
 	assert.Equal(t, "alpha\nneedle here\n", string(dl.body))
-	assert.Equal(t, `attachment; filename=a.txt`, dl.header.Get("Content-Disposition"))
+	assert.Equal(t, `attachment; filename="a.txt"`, dl.header.Get("Content-Disposition"))
 
 	var found []map[string]any
 	c.tb(id, "GET", "/files/find?"+q("proj", "pattern", "needle"), nil).json(t, &found)

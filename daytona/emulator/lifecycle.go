@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -235,16 +236,34 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			CreatedAt:         isoTime(now), UpdatedAt: isoTime(now), SnapshotRef: ref,
 		}
 	}
+	filesFrom := ""
+	if snap != nil {
+		filesFrom = snap.filesDir
+	}
+	s.mu.Unlock()
+
+	// Folders and snapshot files are written off the lock.
 	if err := s.newSandboxFolders(sb); err != nil {
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusInternalServerError, "An unexpected error occurred.")
 		s.log.Error().Err(err).Msg("create sandbox folders")
+		s.apiError(w, r, http.StatusInternalServerError, "An unexpected error occurred.")
 		return
 	}
-	if snap != nil && snap.filesDir != "" {
-		if err := copyTree(snap.filesDir, sb.home); err != nil {
-			s.log.Error().Err(err).Str("snapshot", snap.name).Msg("restore snapshot files")
+	if filesFrom != "" {
+		if err := copyTree(filesFrom, sb.home); err != nil {
+			s.log.Error().Err(err).Str("snapshot", sb.snapshotName).Msg("restore snapshot files")
 		}
+	}
+	s.mu.Lock()
+	if s.closed || (req.Name != "" && s.nameTakenLocked(req.Name)) {
+		closed := s.closed
+		s.mu.Unlock()
+		_ = os.RemoveAll(sb.dir)
+		if closed {
+			s.apiError(w, r, http.StatusServiceUnavailable, "emulator is shutting down")
+		} else {
+			s.apiError(w, r, http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", req.Name))
+		}
+		return
 	}
 	s.sandboxes[sb.id] = sb
 	if sb.build != nil {

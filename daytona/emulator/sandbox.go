@@ -138,6 +138,9 @@ func (s *Server) setStateLocked(sb *sandbox, state, desired string) {
 	}
 	sb.state, sb.desired = state, desired
 	sb.updatedAt = s.nowLocked()
+	if state == stateStarted {
+		sb.lastActivityAt = sb.updatedAt // a (re)start is activity: auto-stop counts from here
+	}
 	close(sb.changed)
 	sb.changed = make(chan struct{})
 }
@@ -233,11 +236,27 @@ func (s *Server) removeLocked(sb *sandbox) {
 			delete(s.sshAccess, tok)
 		}
 	}
-	if err := os.RemoveAll(sb.dir); err != nil {
-		s.log.Error().Err(err).Str("sandbox", sb.id).Msg("remove sandbox folder")
+	// Move the folder out of the way at once (the path is gone when the
+	// sandbox is), delete the bytes off the lock.
+	trash := filepath.Join(s.root, "trash", sb.id)
+	var gone []string
+	if err := os.MkdirAll(filepath.Dir(trash), 0o755); err == nil && os.Rename(sb.dir, trash) == nil {
+		gone = append(gone, trash)
+	} else {
+		gone = append(gone, sb.dir)
 	}
 	for p := range sb.external {
-		_ = os.RemoveAll(p)
+		gone = append(gone, p)
+	}
+	remove := func() {
+		for _, p := range gone {
+			if err := os.RemoveAll(p); err != nil {
+				s.log.Error().Err(err).Str("sandbox", sb.id).Msg("remove sandbox files")
+			}
+		}
+	}
+	if !s.goLocked(remove) {
+		remove()
 	}
 }
 

@@ -275,19 +275,33 @@ func (s *Server) handleSandboxSnapshot(w http.ResponseWriter, r *http.Request) {
 		sourceSandboxID: &src,
 	}
 	sn.filesDir = filepath.Join(s.root, "snapshots", sn.id, "home")
-	if err := copyTree(sb.home, sn.filesDir); err != nil {
+	s.snapshots[sn.id] = sn // reserves the name while the files are copied
+	s.setStateLocked(sb, stateSnapshotting, desiredStarted)
+	s.mu.Unlock()
+
+	// Copy off the lock; the sandbox reports snapshotting meanwhile, so other
+	// lifecycle calls answer 409.
+	copyErr := copyTree(sb.home, sn.filesDir)
+
+	s.mu.Lock()
+	if copyErr != nil {
+		delete(s.snapshots, sn.id)
+		if sb.state == stateSnapshotting {
+			s.setStateLocked(sb, stateStarted, desiredStarted)
+		}
 		s.mu.Unlock()
-		s.log.Error().Err(err).Msg("snapshot copy")
+		_ = os.RemoveAll(filepath.Dir(sn.filesDir))
+		s.log.Error().Err(copyErr).Msg("snapshot copy")
 		s.apiError(w, r, http.StatusInternalServerError, "An unexpected error occurred.")
 		return
 	}
-	s.snapshots[sn.id] = sn
-	s.setStateLocked(sb, stateSnapshotting, desiredStarted)
-	s.stepLocked(sb, func() {
-		sn.state = snapshotActive
-		sn.updatedAt = s.nowLocked()
-		s.setStateLocked(sb, stateStarted, desiredStarted)
-	})
+	if sb.state == stateSnapshotting {
+		s.stepLocked(sb, func() {
+			sn.state = snapshotActive
+			sn.updatedAt = s.nowLocked()
+			s.setStateLocked(sb, stateStarted, desiredStarted)
+		})
+	}
 	d := s.sandboxDTOLocked(sb, baseURL(r))
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, d)
