@@ -1,0 +1,52 @@
+package emulator_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+)
+
+// BenchmarkExecute is one /process/execute round trip: HTTP, a fresh shell
+// process, its output.
+func BenchmarkExecute(b *testing.B) {
+	_, c := start(b, emulator.Options{StepDelay: emulator.Synchronous})
+	id := c.create(nil)["id"].(string)
+	b.ResetTimer()
+	for b.Loop() {
+		if code, out := c.execute(id, "echo hi"); code != 0 || out != "hi\n" {
+			b.Fatalf("execute: %d %q", code, out)
+		}
+	}
+}
+
+// BenchmarkSessionExec is one synchronous command in a persistent session
+// shell: FIFOs, labelled log, exit-code report.
+func BenchmarkSessionExec(b *testing.B) {
+	_, c := start(b, emulator.Options{StepDelay: emulator.Synchronous})
+	id := c.create(nil)["id"].(string)
+	if r := c.tb(id, "POST", "/process/session", map[string]any{"sessionId": "s"}); r.status != http.StatusCreated {
+		b.Fatalf("create session: %d", r.status)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if status, out := c.sessionExec(id, "s", "echo hi", false); status != 200 || *out.Stdout != "hi\n" {
+			b.Fatalf("exec: %d", status)
+		}
+	}
+}
+
+// BenchmarkCreateDelete is a create and a delete with synchronous steps
+// (folders made and removed, no processes).
+func BenchmarkCreateDelete(b *testing.B) {
+	_, c := start(b, emulator.Options{StepDelay: emulator.Synchronous})
+	for b.Loop() {
+		r := c.api("POST", "/sandbox", map[string]any{})
+		if r.status != 200 {
+			b.Fatalf("create: %d", r.status)
+		}
+		if d := c.api("DELETE", "/sandbox/"+r.obj(b)["id"].(string), nil); d.status != 200 {
+			b.Fatalf("delete: %d", d.status)
+		}
+	}
+}
