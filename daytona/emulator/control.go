@@ -139,7 +139,7 @@ func (s *Server) SetError(id, reason string, recoverable bool) error {
 	if sb == nil {
 		return fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	s.killSandboxLocked(sb, killReasonError)
+	s.killSandboxLocked(sb)
 	sb.gen++ // cancel any pending step
 	r := reason
 	sb.errorReason, sb.recoverable = &r, recoverable

@@ -36,15 +36,6 @@ type proc struct {
 	reaping bool // guarded by Server.mu: about to be reaped, never signal it again
 }
 
-type killReason int
-
-const (
-	killReasonStop killReason = iota
-	killReasonDestroy
-	killReasonShutdown
-	killReasonError
-)
-
 var errNotRunning = errors.New("sandbox is not running")
 
 // startProcLocked starts cmd in its own session (unless the caller set
@@ -234,7 +225,7 @@ func scanSession(sid int, kill bool) int {
 
 // killSandboxLocked ends every process of sb: sessions, PTYs (clients get a
 // SIGKILL close) and running commands. Files stay.
-func (s *Server) killSandboxLocked(sb *sandbox, why killReason) {
+func (s *Server) killSandboxLocked(sb *sandbox) {
 	for id, se := range sb.sessions {
 		s.killSessionLocked(se)
 		delete(sb.sessions, id)
@@ -246,7 +237,6 @@ func (s *Server) killSandboxLocked(sb *sandbox, why killReason) {
 	for p := range sb.procs {
 		s.killLocked(p)
 	}
-	_ = why
 }
 
 // exitStatus turns a Wait error into the shell convention: the exit code, or

@@ -210,7 +210,7 @@ func (s *Server) startLocked(sb *sandbox) {
 // stopLocked kills the sandbox's processes (its files stay) and moves it
 // through stopping to stopped.
 func (s *Server) stopLocked(sb *sandbox) {
-	s.killSandboxLocked(sb, killReasonStop)
+	s.killSandboxLocked(sb)
 	s.setStateLocked(sb, stateStarted, desiredStopped)
 	s.stepLocked(sb, func() { s.setStateLocked(sb, stateStopped, desiredStopped) })
 }
@@ -218,7 +218,7 @@ func (s *Server) stopLocked(sb *sandbox) {
 // destroyLocked kills everything and deletes the sandbox after one step:
 // destroying, then gone (GET answers 404).
 func (s *Server) destroyLocked(sb *sandbox) {
-	s.killSandboxLocked(sb, killReasonDestroy)
+	s.killSandboxLocked(sb)
 	s.setStateLocked(sb, stateDestroying, desiredDestroyed)
 	s.stepLocked(sb, func() { s.removeLocked(sb) })
 }
@@ -292,7 +292,7 @@ func (s *Server) reapLocked(now time.Time) {
 // stopBehindBackLocked is what the platform does on auto-stop: processes die,
 // the sandbox is stopped at once, no client asked.
 func (s *Server) stopBehindBackLocked(sb *sandbox) {
-	s.killSandboxLocked(sb, killReasonStop)
+	s.killSandboxLocked(sb)
 	sb.gen++ // cancel any pending step
 	s.setStateLocked(sb, stateStopped, desiredStopped)
 	sb.stoppedAt = s.nowLocked()

@@ -120,7 +120,7 @@ func (s *Server) Close() error {
 	s.closed = true
 	s.cancel()
 	for _, sb := range s.sandboxes {
-		s.killSandboxLocked(sb, killReasonShutdown)
+		s.killSandboxLocked(sb)
 	}
 	procs := make([]*proc, 0, len(s.procs))
 	for p := range s.procs {
