@@ -56,9 +56,15 @@
 //
 // # Toolbox
 //
-// /process/execute pipes the command to the shell's stdin (bash, else sh) in
-// its own process group, stdout and stderr interleaved; `timeout` seconds
-// kills the group and answers 408 REQUEST_TIMEOUT. Sessions are persistent
+// Every process (execute shell, session shell, PTY shell) leads its own
+// session; stops, timeouts, deletes and Close SIGKILL the whole session, and
+// a leader is only reaped once its session is empty, so a PID is never
+// signalled after it could have been reused.
+//
+// /process/execute pipes the command to the shell's stdin (bash, else sh),
+// stdout and stderr interleaved; `timeout` seconds kills the session and
+// answers 408 REQUEST_TIMEOUT. As on the daemon, a background job that keeps
+// stdout open holds the reply. Sessions are persistent
 // shells: each command is sourced, so cd/export persist; output lines are
 // logged with the \x01\x01\x01 (stdout) / \x02\x02\x02 (stderr) markers; async
 // exec answers 202 {cmdId} and takes /input. Logs come back as JSON

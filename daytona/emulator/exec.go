@@ -26,9 +26,9 @@ func (s *Server) decodeToolboxJSON(w http.ResponseWriter, r *http.Request, v any
 }
 
 // handleExecute runs one command like the daemon: the sandbox shell reads the
-// command from stdin, in its own process group, stdout and stderr interleaved
-// into one result. A non-zero exit is a 200; `timeout` (seconds) kills the
-// group and answers 408.
+// command from stdin, in its own session, stdout and stderr interleaved into
+// one result. A non-zero exit is a 200; `timeout` (seconds) kills the session
+// and answers 408.
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	var req struct {
 		Command string            `json:"command"`
