@@ -67,7 +67,7 @@ func (d *Demuxer) Write(p []byte) (int, error) {
 	}
 	start, from := 0, 0
 	for {
-		k := bytes.IndexAny(p[from:], "\x01\x02")
+		k := indexMarkerByte(p[from:])
 		if k < 0 {
 			break
 		}
@@ -131,6 +131,24 @@ func (d *Demuxer) emit(p []byte) error {
 		}
 	}
 	return nil
+}
+
+// indexMarkerByte is bytes.IndexAny(p, "\x01\x02") with two vectorised
+// IndexByte scans instead of a byte-at-a-time loop: log frames are small and
+// many, and this search is the demuxer's whole cost.
+func indexMarkerByte(p []byte) int {
+	i := bytes.IndexByte(p, stdoutMarkerByte)
+	if i == 0 {
+		return 0
+	}
+	search := p
+	if i > 0 {
+		search = p[:i]
+	}
+	if j := bytes.IndexByte(search, stderrMarkerByte); j >= 0 {
+		return j
+	}
+	return i
 }
 
 func tailIs(p []byte, b byte) bool {

@@ -120,6 +120,11 @@ func (t *Toolbox) followOnce(ctx context.Context, u *url.URL, opts FollowOptions
 		return readEnd{}, err
 	}
 	defer conn.CloseNow()
+	// One watcher for the whole stream instead of the library's per-frame
+	// one: it registers a context callback on every read, a measurable cost
+	// on a stream of small frames. Cancelling ctx still ends the read.
+	stopWatch := context.AfterFunc(ctx, func() { conn.CloseNow() })
+	defer stopWatch()
 	demux := NewDemuxer(
 		&resumeWriter{w: opts.Stdout, delivered: &res.StdoutBytes},
 		&resumeWriter{w: opts.Stderr, delivered: &res.StderrBytes},
@@ -128,7 +133,7 @@ func (t *Toolbox) followOnce(ctx context.Context, u *url.URL, opts FollowOptions
 	for {
 		// Text frames are not expected; like the TypeScript SDK, their bytes
 		// are demultiplexed too rather than lost.
-		_, rd, err := conn.Reader(ctx)
+		_, rd, err := conn.Reader(context.Background())
 		if err == nil {
 			err = copyMessage(demux, rd, buf)
 		}
