@@ -164,11 +164,26 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 			return nil, err
 		}
 		c := &command{w: w, s: s, p: p, env: env, timeout: timeout, gitNet: isGitNetworkCommand(p.Command, p.Args)}
-		var res *execResult
+		run := c.inSession
 		if p.BypassSession {
-			res, err = c.oneShot(ctx)
-		} else {
-			res, err = c.inSession(ctx)
+			run = c.oneShot
+		}
+		res, err := run(ctx)
+		var refused *notDispatched
+		if errors.As(err, &refused) && ctx.Err() == nil {
+			// The command never started. If that is because the sandbox
+			// stopped behind a handle still thought fresh (the plugin fails
+			// here with Daytona's 400), start it and try once more.
+			if rerr := s.refresh(ctx); rerr == nil && s.state() != daytona.StateStarted {
+				w.leases.takeSessionID(s.key)
+				if err := s.ensureStarted(ctx, timeoutSeconds(float64(timeout.Milliseconds()))); err != nil {
+					return nil, err
+				}
+				res, err = run(ctx)
+			}
+		}
+		if errors.As(err, &refused) {
+			err = refused.err
 		}
 		if err != nil {
 			return nil, err
@@ -184,6 +199,22 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		return res, nil
 	})
 	return out, err
+}
+
+// notDispatched marks a failure that happened before the command could have
+// started (so trying again cannot run it twice).
+type notDispatched struct{ err error }
+
+func (e *notDispatched) Error() string { return e.err.Error() }
+func (e *notDispatched) Unwrap() error { return e.err }
+
+// refusedBeforeRunning wraps err when Daytona refused the request outright
+// (a 400: the toolbox of a sandbox that is not running answers so).
+func refusedBeforeRunning(err error) error {
+	if errors.Is(err, daytona.ErrBadRequest) {
+		return &notDispatched{err}
+	}
+	return err
 }
 
 // resolveTimeout is the plugin's resolveTimeoutMs.
@@ -277,7 +308,7 @@ func (c *command) script(ctx context.Context) (string, func(), error) {
 func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 	script, cleanup, err := c.script(ctx)
 	if err != nil {
-		return nil, err
+		return nil, &notDispatched{err}
 	}
 	defer cleanup()
 	start := c.w.now()
@@ -288,7 +319,7 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 			return &execResult{timedOut: true, stderr: outputText{text: c.oneShotTimeoutMessage(err) + "\n"},
 				metadata: map[string]any{"durationMs": duration}}, nil
 		}
-		return nil, err
+		return nil, refusedBeforeRunning(err)
 	}
 	return &execResult{exitCode: intPtr(res.ExitCode), stdout: outputText{text: res.Result},
 		metadata: map[string]any{"durationMs": duration}}, nil
@@ -299,11 +330,11 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	sessionID, err := c.w.sessionFor(ctx, c.s)
 	if err != nil {
-		return nil, err
+		return nil, &notDispatched{err}
 	}
 	script, cleanup, err := c.script(ctx)
 	if err != nil {
-		return nil, err
+		return nil, &notDispatched{err}
 	}
 	defer cleanup()
 
@@ -317,7 +348,11 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 		if c.expired(ctx, runCtx) {
 			return c.timedOut(ctx, sessionID, nil, start), nil
 		}
-		return nil, err
+		if errors.Is(err, daytona.ErrBadRequest) {
+			// Refused, so the session may be gone with a stopped sandbox.
+			c.w.leases.forgetSession(c.s.key, sessionID)
+		}
+		return nil, refusedBeforeRunning(err)
 	}
 
 	// The params encode as protocol.ExecuteLog does, from the output blocks.

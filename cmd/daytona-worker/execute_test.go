@@ -1517,7 +1517,7 @@ func TestExecuteFiftyAtOnceOnFiveLeases(t *testing.T) {
 
 func TestExecuteRestartsAStoppedSandbox(t *testing.T) {
 	t.Parallel()
-	for _, how := range []string{"resume", "idle"} {
+	for _, how := range []string{"resume", "idle", "fresh-handle"} {
 		t.Run(how, func(t *testing.T) {
 			if how == "idle" && (testing.Short() || raceEnabled) {
 				// It holds one of the few parallel slots for 31 s; the
@@ -1547,6 +1547,11 @@ func TestExecuteRestartsAStoppedSandbox(t *testing.T) {
 			case "idle":
 				// The run goes on after an idle spell as long as an auto-stop.
 				time.Sleep(31 * time.Second)
+			case "fresh-handle":
+				// The next command comes at once: the cached handle still
+				// says "started". Daytona refuses the dispatch (400); the
+				// worker then reads the real state, starts the sandbox and
+				// dispatches once more (the plugin fails here).
 			}
 			execs := requestCount(env, routeSessionExec)
 
@@ -1559,7 +1564,11 @@ func TestExecuteRestartsAStoppedSandbox(t *testing.T) {
 			assert.Equal(t, "started", sandboxView(t, env, l.id).State)
 			assert.Equal(t, 1, requestCount(env, routeStart))
 			assert.Equal(t, 2, requestCount(env, routeCreateSession), "a fresh session after the restart")
-			assert.Equal(t, execs+1, requestCount(env, routeSessionExec), "the stale session was never tried")
+			if how == "fresh-handle" {
+				assert.Equal(t, execs+2, requestCount(env, routeSessionExec), "one refused dispatch, then the real one")
+			} else {
+				assert.Equal(t, execs+1, requestCount(env, routeSessionExec), "the stale session was never tried")
+			}
 			finish(t, h, env, l)
 		})
 	}
