@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/protocol"
 )
 
 // encodeBlocks writes data through a blockBuffer fed in pieces of size step.
@@ -170,4 +172,32 @@ func TestRelayAppliesBackpressure(t *testing.T) {
 	<-done
 	r.close()
 	assert.Equal(t, 32<<20, sent)
+}
+
+func TestJSONStringCarryThatTurnsOutInvalid(t *testing.T) {
+	t.Parallel()
+	// A held partial rune (e6 97) followed by a write starting with another
+	// rune (e2 80 a9): the held bytes are invalid, the next rune survives.
+	var out bytes.Buffer
+	e := jsonStringWriter{w: &out}
+	require.NoError(t, e.write([]byte{0xe6, 0x97}))
+	require.NoError(t, e.write([]byte{0xe2, 0x80, 0xa9, 'x'}))
+	require.NoError(t, e.finish())
+	require.NoError(t, e.flush())
+	assert.Equal(t, strings.Trim(stdJSON([]byte{0xe6, 0x97, 0xe2, 0x80, 0xa9, 'x'}), `"`), out.String())
+}
+
+func TestLogChunkEncodesAsExecuteLog(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "plain\n", "ü日🙂 \u2028 \"q\" \\ \t\x01", "bad \xff end"} {
+		var scratch []byte
+		c := &logChunk{stream: "stderr", chunk: [][]byte{[]byte(s[:len(s)/2]), []byte(s[len(s)/2:])}, scratch: &scratch}
+		var got bytes.Buffer
+		require.NoError(t, c.WriteJSON(&got))
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		require.NoError(t, enc.Encode(protocol.ExecuteLog{Stream: "stderr", Chunk: s}))
+		assert.Equal(t, strings.TrimSuffix(want.String(), "\n"), got.String(), "%q", s)
+	}
 }
