@@ -30,7 +30,7 @@ type SandboxView struct {
 	LastActivityAt      time.Time         `json:"lastActivityAt"`
 	Dir                 string            `json:"dir"`       // the sandbox's root folder
 	HomeDir             string            `json:"homeDir"`   // also the work dir
-	Processes           int               `json:"processes"` // live processes (exec shells, session shells, PTYs)
+	Processes           int               `json:"processes"` // live OS processes: shells and everything they spawned
 	Sessions            int               `json:"sessions"`
 	PTYs                int               `json:"ptys"`
 }
@@ -41,7 +41,7 @@ func (s *Server) viewLocked(sb *sandbox) SandboxView {
 		Recoverable: sb.recoverable, Labels: maps.Clone(sb.labels), Snapshot: sb.snapshotName,
 		AutoStopInterval: sb.autoStop, AutoArchiveInterval: sb.autoArchive, AutoDeleteInterval: sb.autoDelete,
 		LastActivityAt: sb.lastActivityAt, Dir: sb.dir, HomeDir: sb.home,
-		Processes: len(sb.procs), Sessions: len(sb.sessions), PTYs: len(sb.ptys),
+		Processes: liveMembers(procSessions(sb.procs)), Sessions: len(sb.sessions), PTYs: len(sb.ptys),
 	}
 	if v.Labels == nil {
 		v.Labels = map[string]string{}
@@ -89,12 +89,21 @@ func (s *Server) Sandbox(idOrName string) (SandboxView, bool) {
 	return s.viewLocked(sb), true
 }
 
-// LiveProcesses counts the processes the emulator is running across all
-// sandboxes (0 after Close).
+// LiveProcesses counts the live OS processes the emulator started, with
+// everything they spawned in their sessions, across all sandboxes (0 after
+// Close).
 func (s *Server) LiveProcesses() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.procs)
+	return liveMembers(procSessions(s.procs))
+}
+
+func procSessions(procs map[*proc]struct{}) map[int]bool {
+	sids := make(map[int]bool, len(procs))
+	for p := range procs {
+		sids[p.pid] = true
+	}
+	return sids
 }
 
 // Requests returns how many requests each route received, keyed by its

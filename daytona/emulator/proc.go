@@ -33,7 +33,8 @@ type proc struct {
 	status int           // exit code, or 128+signal
 	done   chan struct{} // closed once the leader is reaped and its session is empty
 
-	reaping bool // guarded by Server.mu: about to be reaped, never signal it again
+	kick    chan struct{} // buffered 1: a kill was sent, look again soon
+	reaping bool          // guarded by Server.mu: about to be reaped, never signal it again
 }
 
 var errNotRunning = errors.New("sandbox is not running")
@@ -60,7 +61,7 @@ func (s *Server) startProcLocked(sb *sandbox, cmd *exec.Cmd, start func() error,
 	}
 	p := &proc{
 		pid: cmd.Process.Pid, sb: sb, cmd: cmd, hangup: hangup,
-		exited: make(chan struct{}), done: make(chan struct{}),
+		exited: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
 	sb.procs[p] = struct{}{}
 	s.procs[p] = struct{}{}
@@ -89,13 +90,17 @@ func (s *Server) supervise(p *proc) {
 	if p.hangup {
 		killTree(p.pid)
 	}
+	// Background jobs may outlive the shell; look every 250 ms, and often
+	// right after a kill so a stopped sandbox is soon free of them.
 	poll := 250 * time.Millisecond
 	for sessionMembers(p.pid) > 0 {
 		select {
 		case <-time.After(poll):
+		case <-p.kick:
+			poll = 5 * time.Millisecond
 		case <-s.ctx.Done():
 			killTree(p.pid)
-			poll = 10 * time.Millisecond
+			poll = 5 * time.Millisecond
 		}
 	}
 	s.mu.Lock()
@@ -116,8 +121,13 @@ func (s *Server) forget(p *proc) {
 // killLocked SIGKILLs p's group and session unless p is being reaped (its
 // session is empty then, and its PID may be reused). s.mu must be held.
 func (s *Server) killLocked(p *proc) {
-	if !p.reaping {
-		killTree(p.pid)
+	if p.reaping {
+		return
+	}
+	killTree(p.pid)
+	select {
+	case p.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -180,21 +190,44 @@ func killTree(pid int) {
 // killSession SIGKILLs every live process whose session ID is sid and
 // reports how many it found.
 func killSession(sid int) int {
-	return scanSession(sid, true)
+	n := 0
+	scanProcs(func(pid, session int) {
+		if session == sid {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			n++
+		}
+	})
+	return n
 }
 
 // sessionMembers counts the live processes of session sid.
 func sessionMembers(sid int) int {
-	return scanSession(sid, false)
+	return liveMembers(map[int]bool{sid: true})
 }
 
-func scanSession(sid int, kill bool) int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+// liveMembers counts the live (not zombie) processes in the given sessions,
+// in one pass over /proc.
+func liveMembers(sids map[int]bool) int {
+	if len(sids) == 0 {
 		return 0
 	}
-	self := os.Getpid()
 	n := 0
+	scanProcs(func(_, session int) {
+		if sids[session] {
+			n++
+		}
+	})
+	return n
+}
+
+// scanProcs calls fn with the PID and session ID of every live process but
+// our own.
+func scanProcs(fn func(pid, session int)) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	self := os.Getpid()
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -213,14 +246,10 @@ func scanSession(sid int, kill bool) int {
 		if len(f) < 4 || f[0] == "Z" || f[0] == "X" {
 			continue
 		}
-		if s, err := strconv.Atoi(f[3]); err == nil && s == sid {
-			if kill {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-			n++
+		if session, err := strconv.Atoi(f[3]); err == nil {
+			fn(pid, session)
 		}
 	}
-	return n
 }
 
 // killSandboxLocked ends every process of sb: sessions, PTYs (clients get a
@@ -234,8 +263,15 @@ func (s *Server) killSandboxLocked(sb *sandbox) {
 		s.killPtyLocked(pt)
 		delete(sb.ptys, id)
 	}
+	sids := map[int]bool{}
 	for p := range sb.procs {
 		s.killLocked(p)
+		sids[p.pid] = true
+	}
+	// SIGKILL is asynchronous; wait (briefly, bounded) until the processes are
+	// really gone, so a sandbox reported stopped or destroyed runs nothing.
+	for deadline := time.Now().Add(time.Second); liveMembers(sids) > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 }
 
