@@ -25,8 +25,12 @@ test:
 
 ## bench: speed and memory measurements (numbers are kept in README.md)
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 200x ./cmd/daytona-worker/
+	$(GO) test -run '^$$' -bench 'ColdStart|IdleRSS|HealthLatency' -benchtime 200x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'HealthRoundTrips' -benchtime 200000x ./cmd/daytona-worker/
+	$(GO) test -run '^$$' -bench 'ExecuteOverhead' -benchtime 300x ./cmd/daytona-worker/
+	$(GO) test -run '^$$' -bench 'ExecuteRelay$$' -benchtime 3x ./cmd/daytona-worker/
+	DAYTONA_BENCH_LOG_FRAME=65536 $(GO) test -run '^$$' -bench 'ExecuteRelay$$' -benchtime 3x ./cmd/daytona-worker/
+	$(GO) test -run '^$$' -bench . -benchmem ./daytona/
 
 ## lint: formatting and vet
 lint:
