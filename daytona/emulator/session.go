@@ -599,41 +599,48 @@ func (s *Server) handleCommandInput(w http.ResponseWriter, r *http.Request, sb *
 }
 
 // demux splits marker-labelled bytes into stdout and stderr. Bytes before the
-// first marker are dropped, as the SDK demuxers do.
+// first marker are dropped, as the SDK demuxers do. The next position of each
+// marker is remembered between steps: searching afresh for a marker that
+// never comes (a command without stderr) would rescan the whole log at every
+// line, quadratic in the output.
 func demux(raw []byte) (stdout, stderr []byte) {
 	var cur *[]byte
-	for len(raw) > 0 {
-		i := indexMarker(raw)
+	base := 0                  // raw[base:] is what is left
+	nextOut, nextErr := -2, -2 // absolute positions; -2 unknown, -1 none left
+	find := func(next *int, marker []byte) int {
+		if *next == -1 || *next >= base {
+			return *next
+		}
+		if i := bytes.Index(raw[base:], marker); i >= 0 {
+			*next = base + i
+		} else {
+			*next = -1
+		}
+		return *next
+	}
+	for base < len(raw) {
+		o, e := find(&nextOut, stdoutMarker), find(&nextErr, stderrMarker)
+		i := o
+		if i < 0 || (e >= 0 && e < i) {
+			i = e
+		}
 		if i < 0 {
 			if cur != nil {
-				*cur = append(*cur, raw...)
+				*cur = append(*cur, raw[base:]...)
 			}
 			break
 		}
 		if cur != nil {
-			*cur = append(*cur, raw[:i]...)
+			*cur = append(*cur, raw[base:i]...)
 		}
 		if raw[i] == 1 {
 			cur = &stdout
 		} else {
 			cur = &stderr
 		}
-		raw = raw[i+3:]
+		base = i + 3
 	}
 	return stdout, stderr
-}
-
-// indexMarker finds the earliest stdout or stderr marker.
-func indexMarker(b []byte) int {
-	o, e := bytes.Index(b, stdoutMarker), bytes.Index(b, stderrMarker)
-	switch {
-	case o < 0:
-		return e
-	case e < 0:
-		return o
-	default:
-		return min(o, e)
-	}
 }
 
 func stripMarkers(raw []byte) []byte {
