@@ -5,7 +5,7 @@ WORKER    := $(BIN)/daytona-worker
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run test bench lint fuzz clean
+.PHONY: all build run test bench lint fuzz sdk-check clean
 
 all: build
 
@@ -13,6 +13,7 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(WORKER) ./cmd/daytona-worker
 	$(GO) build -trimpath -o $(BIN)/playback ./cmd/playback
+	$(GO) build -trimpath -o $(BIN)/daytona-emulator ./cmd/daytona-emulator
 
 ## run: play the demo session through the real worker, printed readably
 run: build
@@ -30,7 +31,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'ExecuteOverhead' -benchtime 300x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'ExecuteRelay$$' -benchtime 3x ./cmd/daytona-worker/
 	DAYTONA_BENCH_LOG_FRAME=65536 $(GO) test -run '^$$' -bench 'ExecuteRelay$$' -benchtime 3x ./cmd/daytona-worker/
-	$(GO) test -run '^$$' -bench . -benchmem ./daytona/
+	$(GO) test -run '^$$' -bench . -benchmem ./daytona/ ./daytona/emulator/
 
 ## lint: formatting and vet
 lint:
@@ -43,6 +44,11 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseMessage -fuzztime $(FUZZTIME) ./rpc/
 	$(GO) test -run '^$$' -fuzz FuzzConnInput -fuzztime $(FUZZTIME) ./rpc/
+
+## sdk-check: the official TypeScript SDK (@daytonaio/sdk 0.218.0) against the emulator (needs npm)
+sdk-check:
+	cd tools/sdkcheck && npm ci --no-audit --no-fund && node check.mjs
+	cd tools/sdkcheck && EMULATOR_ARGS="--transitional --step-delay 200ms --log-split markers" node check.mjs
 
 clean:
 	rm -rf $(BIN)
