@@ -108,7 +108,7 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	return leaseResult{
 		ProviderLeaseID: &id,
 		ExpiresAt:       &expiresAt{value: expiry.at},
-		Metadata: leaseMetadata(leaseMetadataInput{cfg: cfg, sandbox: sbx, shellCommand: shell,
+		Metadata: leaseMetadata(leaseMetadataInput{raw: rc, cfg: cfg, sandbox: sbx, shellCommand: shell,
 			remoteCwd: remoteCwd, sentinel: &sent}),
 	}, nil
 }

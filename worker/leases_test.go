@@ -267,3 +267,17 @@ func TestSentinelTokenAndFile(t *testing.T) {
 	file := sentinelFile(p2, token2, time.Date(2026, 11, 29, 10, 0, 0, 123e6, time.UTC))
 	assert.Equal(t, "{\n  \"version\": 1,\n  \"token\": \""+token2+"\",\n  \"companyId\": \"c-1\",\n  \"environmentId\": \"env-1\",\n  \"agentId\": \"ag-1\",\n  \"projectlessIssueId\": \"iss-1\",\n  \"adapterType\": null,\n  \"provider\": \"daytona\",\n  \"writtenAt\": \"2026-11-29T10:00:00.123Z\"\n}", string(file))
 }
+
+func TestLeaseMetadataNeverChangesAConfigKey(t *testing.T) {
+	t.Parallel()
+	raw := rawOf(t, `{"image":" img ","timeoutMs":"60000","reuseLease":true,"cpu":2,"apiKey":"k"}`)
+	cfg := parseDriverConfig(raw)
+	m := leaseMetadata(leaseMetadataInput{raw: raw, cfg: cfg, sandbox: &daytona.Sandbox{ID: "s", Name: "n", Target: "us", State: daytona.StateStarted},
+		shellCommand: "bash", remoteCwd: "/w"})
+	// image was trimmed, timeoutMs was sent as a string, target and snapshot
+	// were absent: all left out; reuseLease and cpu are what the host sent.
+	assert.Equal(t, map[string]any{
+		"provider": "daytona", "shellCommand": "bash", "sandboxId": "s", "sandboxName": "n", "sandboxState": "started",
+		"reuseLease": true, "cpu": 2.0, "remoteCwd": "/w", "resumedLease": false,
+	}, m)
+}

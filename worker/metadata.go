@@ -256,6 +256,7 @@ func shellQuote(s string) string {
 
 // leaseMetadataInput feeds leaseMetadata.
 type leaseMetadataInput struct {
+	raw              rawConfig // the config as the host sent it
 	cfg              DriverConfig
 	sandbox          *daytona.Sandbox
 	shellCommand     string
@@ -302,5 +303,41 @@ func leaseMetadata(in leaseMetadataInput) map[string]any {
 	if in.sentinel != nil {
 		m["workspaceSentinel"] = in.sentinel
 	}
+	dropChangedConfigKeys(m, in.raw)
 	return m
+}
+
+// configKeys are the metadata keys that are also config keys. The host
+// spreads the worker's metadata over the stored config, rebuilds the config
+// of later calls from it and compares it when looking for a reusable lease:
+// a config key the worker normalised (a trimmed image, a default timeoutMs,
+// a region filled in for an omitted target, null for an absent snapshot)
+// would change the config and stop the lease from ever matching again. The
+// reference returns them all; here each is kept only when it equals what the
+// host sent.
+var configKeys = []string{"image", "snapshot", "target", "timeoutMs", "reuseLease", "archiveOnRelease", "cpu", "memory", "disk", "gpu"}
+
+func dropChangedConfigKeys(m map[string]any, raw rawConfig) {
+	for _, k := range configKeys {
+		v, ours := m[k]
+		if !ours {
+			continue
+		}
+		sent, present := raw[k]
+		if !present || !sameJSON(v, sent) {
+			delete(m, k)
+		}
+	}
+}
+
+// sameJSON compares two values by their canonical JSON.
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA != nil || errB != nil {
+		return false
+	}
+	ca, okA := canonicalJSON(ja)
+	cb, okB := canonicalJSON(jb)
+	return okA && okB && bytes.Equal(ca, cb)
 }

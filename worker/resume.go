@@ -114,7 +114,7 @@ func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, err
 		id := s.id()
 		return leaseResult{
 			ProviderLeaseID: &id,
-			Metadata: leaseMetadata(leaseMetadataInput{cfg: cfg, sandbox: s.snapshot(), shellCommand: shell,
+			Metadata: leaseMetadata(leaseMetadataInput{raw: rc, cfg: cfg, sandbox: s.snapshot(), shellCommand: shell,
 				remoteCwd: remoteCwd, resumed: true, resumedFromState: string(resumedFrom),
 				sandboxState: string(daytona.StateStarted), sentinel: &sent}),
 		}, nil
