@@ -86,13 +86,6 @@ func setup(t *testing.T, mutate ...func(*Config)) (*Client, *http.ServeMux, *htt
 	return c, mux, srv, clock
 }
 
-func testMethod(t *testing.T, r *http.Request, want string) {
-	t.Helper()
-	if r.Method != want {
-		t.Errorf("method = %s, want %s", r.Method, want)
-	}
-}
-
 func testHeader(t *testing.T, r *http.Request, name, want string) {
 	t.Helper()
 	if got := r.Header.Get(name); got != want {

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -465,5 +464,3 @@ func (f *flight[T]) wait(ctx context.Context) (T, error) {
 		return zero, ctx.Err()
 	}
 }
-
-var errNoProviderLease = errors.New("no provider lease id")

@@ -13,10 +13,6 @@ import (
 )
 
 const (
-	// drainBound caps each graceful-teardown step (waiting for activity,
-	// deleting the session), as the plugin does: a dead bridge must not
-	// prevent provider-level termination.
-	drainBound = 10 * time.Second
 	// cancelStopBound caps the stop of a cancel-active-work release.
 	cancelStopSeconds = 30
 )
