@@ -338,7 +338,6 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	}
 	defer cleanup()
 
-	deadline := c.w.now().Add(c.effectiveTimeout())
 	runCtx, cancel := context.WithTimeout(ctx, c.effectiveTimeout())
 	defer cancel()
 	tb := c.s.toolbox()
@@ -373,7 +372,7 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 		relay.close()
 		return c.timedOut(ctx, sessionID, relay, start), nil
 	}
-	exitCode, err := c.exitCode(ctx, tb, sessionID, dispatched.CmdID, deadline)
+	exitCode, err := c.exitCode(ctx, tb, sessionID, dispatched.CmdID)
 	relay.close()
 	if err != nil {
 		return nil, err
@@ -488,7 +487,7 @@ func (c *command) poll(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdI
 
 // exitCode reads the command's exit code, retrying briefly: the daemon
 // writes it a moment after the log closes. Null if it never shows.
-func (c *command) exitCode(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, deadline time.Time) (*int, error) {
+func (c *command) exitCode(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string) (*int, error) {
 	cmd, err := tb.GetSessionCommand(ctx, sessionID, cmdID)
 	if err != nil {
 		return nil, err
