@@ -71,3 +71,11 @@ func daemonPath(p string) string {
 	}
 	return "/"
 }
+
+// refuseLocked releases s.mu and answers with a control-plane error: the
+// common ending of a lifecycle call whose precondition fails. s.mu must be
+// held.
+func (s *Server) refuseLocked(w http.ResponseWriter, r *http.Request, status int, message string) {
+	s.mu.Unlock()
+	s.apiError(w, r, status, message)
+}

@@ -163,8 +163,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	now := s.nowLocked()
 	if req.Name != "" && s.nameTakenLocked(req.Name) {
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", req.Name))
+		s.refuseLocked(w, r, http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", req.Name))
 		return
 	}
 	sb := &sandbox{
@@ -218,8 +217,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if snap.state != snapshotActive {
-			s.mu.Unlock()
-			s.apiError(w, r, http.StatusBadRequest, fmt.Sprintf("Snapshot %s is not active (state %s)", name, snap.state))
+			s.refuseLocked(w, r, http.StatusBadRequest, fmt.Sprintf("Snapshot %s is not active (state %s)", name, snap.state))
 			return
 		}
 		sb.snapshotName = snap.name
@@ -336,8 +334,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	if sb.inTransition() && sb.state != statePendingBuild {
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusConflict, msgInTransit)
+		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
 		return
 	}
 	s.destroyLocked(sb)
@@ -361,16 +358,13 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		s.replySandbox(w, r, http.StatusOK, sb)
 		return
 	case sb.errored():
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusBadRequest, msgErrored)
+		s.refuseLocked(w, r, http.StatusBadRequest, msgErrored)
 		return
 	case sb.inTransition():
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusConflict, msgInTransit)
+		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
 		return
 	case sb.state != stateStopped && sb.state != stateArchived:
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusBadRequest, "Sandbox is not in valid state")
+		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox is not in valid state")
 		return
 	}
 	fromArchive := sb.state == stateArchived
@@ -391,16 +385,13 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	switch {
 	case sb.errored():
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusBadRequest, msgErrored)
+		s.refuseLocked(w, r, http.StatusBadRequest, msgErrored)
 		return
 	case sb.inTransition():
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusConflict, msgInTransit)
+		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
 		return
 	case sb.state != stateStarted:
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusBadRequest, "Sandbox is not in a stoppable state")
+		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox is not in a stoppable state")
 		return
 	}
 	if sb.autoDelete == 0 {
@@ -425,20 +416,16 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	switch {
 	case sb.errored():
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusBadRequest, msgErrored)
+		s.refuseLocked(w, r, http.StatusBadRequest, msgErrored)
 		return
 	case sb.inTransition():
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusConflict, msgInTransit)
+		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
 		return
 	case sb.state != stateStopped:
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusBadRequest, "Sandbox is not stopped")
+		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox is not stopped")
 		return
 	case sb.autoDelete == 0:
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusBadRequest, "Ephemeral sandboxes cannot be archived")
+		s.refuseLocked(w, r, http.StatusBadRequest, "Ephemeral sandboxes cannot be archived")
 		return
 	}
 	s.setStateLocked(sb, stateStopped, desiredArchived)
@@ -454,8 +441,7 @@ func (s *Server) handleRecover(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	if sb.state != stateError || !sb.recoverable {
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusBadRequest, "Sandbox is not in a recoverable state")
+		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox is not in a recoverable state")
 		return
 	}
 	sb.errorReason, sb.recoverable = nil, false

@@ -111,12 +111,10 @@ func (s *Server) handleDeleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	sn := s.snapshots[id]
 	switch {
 	case sn == nil:
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusNotFound, fmt.Sprintf("Snapshot with ID %s not found", id))
+		s.refuseLocked(w, r, http.StatusNotFound, fmt.Sprintf("Snapshot with ID %s not found", id))
 		return
 	case sn.general:
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusForbidden, "Cannot delete a general snapshot")
+		s.refuseLocked(w, r, http.StatusForbidden, "Cannot delete a general snapshot")
 		return
 	}
 	delete(s.snapshots, id)
@@ -191,8 +189,7 @@ func (s *Server) handleCreateSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	if s.findSnapshotLocked(req.Name) != nil {
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusConflict, fmt.Sprintf("Snapshot with name %s already exists", req.Name))
+		s.refuseLocked(w, r, http.StatusConflict, fmt.Sprintf("Snapshot with name %s already exists", req.Name))
 		return
 	}
 	now := s.nowLocked()
@@ -255,16 +252,13 @@ func (s *Server) handleSandboxSnapshot(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	switch {
 	case sb.inTransition():
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusConflict, msgInTransit)
+		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
 		return
 	case sb.state != stateStarted:
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusBadRequest, "Sandbox must be started to create a snapshot")
+		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox must be started to create a snapshot")
 		return
 	case s.findSnapshotLocked(req.Name) != nil:
-		s.mu.Unlock()
-		s.apiError(w, r, http.StatusConflict, fmt.Sprintf("Snapshot with name %s already exists", req.Name))
+		s.refuseLocked(w, r, http.StatusConflict, fmt.Sprintf("Snapshot with name %s already exists", req.Name))
 		return
 	}
 	now := s.nowLocked()
