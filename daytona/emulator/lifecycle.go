@@ -357,11 +357,7 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		s.replySandbox(w, r, http.StatusOK, sb)
 		return
-	case sb.errored():
-		s.refuseLocked(w, r, http.StatusBadRequest, msgErrored)
-		return
-	case sb.inTransition():
-		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
+	case s.refuseChangeLocked(w, r, sb):
 		return
 	case sb.state != stateStopped && sb.state != stateArchived:
 		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox is not in valid state")
@@ -384,11 +380,7 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	switch {
-	case sb.errored():
-		s.refuseLocked(w, r, http.StatusBadRequest, msgErrored)
-		return
-	case sb.inTransition():
-		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
+	case s.refuseChangeLocked(w, r, sb):
 		return
 	case sb.state != stateStarted:
 		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox is not in a stoppable state")
@@ -415,11 +407,7 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	switch {
-	case sb.errored():
-		s.refuseLocked(w, r, http.StatusBadRequest, msgErrored)
-		return
-	case sb.inTransition():
-		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
+	case s.refuseChangeLocked(w, r, sb):
 		return
 	case sb.state != stateStopped:
 		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox is not stopped")
@@ -716,4 +704,19 @@ func (s *Server) handleConfig(w http.ResponseWriter, r *http.Request) {
 		"environment":            "emulator",
 		"sshGatewayCommand":      "ssh {{TOKEN}}@" + sshGatewayHost,
 	})
+}
+
+// refuseChangeLocked answers the refusals every lifecycle change shares: an
+// errored sandbox (400) and one already in a transition (409). It reports
+// whether it answered (and released s.mu). s.mu must be held.
+func (s *Server) refuseChangeLocked(w http.ResponseWriter, r *http.Request, sb *sandbox) bool {
+	switch {
+	case sb.errored():
+		s.refuseLocked(w, r, http.StatusBadRequest, msgErrored)
+	case sb.inTransition():
+		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
+	default:
+		return false
+	}
+	return true
 }

@@ -151,6 +151,17 @@ func (s *Server) setStateLocked(sb *sandbox, state, desired string) {
 func (s *Server) stepLocked(sb *sandbox, fn func()) {
 	sb.gen++
 	gen := sb.gen
+	s.afterStepLocked(func() {
+		if sb.removed || sb.gen != gen {
+			return
+		}
+		fn()
+	})
+}
+
+// afterStepLocked runs fn with s.mu held after one step delay (at once with
+// Synchronous steps), unless the server closes first. s.mu must be held.
+func (s *Server) afterStepLocked(fn func()) {
 	d := s.opts.stepDelay()
 	if d <= 0 {
 		fn()
@@ -166,7 +177,7 @@ func (s *Server) stepLocked(sb *sandbox, fn func()) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.closed || sb.removed || sb.gen != gen {
+		if s.closed {
 			return
 		}
 		fn()

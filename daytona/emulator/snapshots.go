@@ -207,26 +207,9 @@ func (s *Server) handleCreateSnapshot(w http.ResponseWriter, r *http.Request) {
 
 // activateLaterLocked makes sn active after one step.
 func (s *Server) activateLaterLocked(sn *snapshot) {
-	activate := func() {
+	s.afterStepLocked(func() {
 		sn.state = snapshotActive
 		sn.updatedAt = s.nowLocked()
-	}
-	d := s.opts.stepDelay()
-	if d <= 0 {
-		activate()
-		return
-	}
-	s.goLocked(func() {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-s.ctx.Done():
-			return
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		activate()
 	})
 }
 
