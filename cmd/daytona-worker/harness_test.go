@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/paperclipai/daytona-worker/internal/transcript"
@@ -47,14 +45,11 @@ func TestMain(m *testing.M) {
 
 // workerProc is one running daytona-worker.
 type workerProc struct {
+	*transcript.ExecProcess
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stdout io.ReadCloser
 	stderr *syncBuffer
-
-	waitOnce sync.Once
-	code     int
-	waitErr  error
 }
 
 // startWorker starts the binary with a minimal environment, as the host's
@@ -71,7 +66,7 @@ func startWorker(t testing.TB, env []string, args ...string) *workerProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &workerProc{cmd: cmd, stdin: stdin, stdout: stdout, stderr: &syncBuffer{}}
+	p := &workerProc{ExecProcess: &transcript.ExecProcess{Cmd: cmd}, cmd: cmd, stdin: stdin, stdout: stdout, stderr: &syncBuffer{}}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -84,28 +79,6 @@ func startWorker(t testing.TB, env []string, args ...string) *workerProc {
 		}
 	})
 	return p
-}
-
-func (p *workerProc) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
-
-// Wait waits for exit once and returns the exit code (-1 for a signal).
-func (p *workerProc) Wait() (int, error) {
-	p.waitOnce.Do(func() {
-		err := p.cmd.Wait()
-		var exitErr *exec.ExitError
-		switch {
-		case err == nil:
-			p.code = 0
-		case errors.As(err, &exitErr):
-			p.code = exitErr.ExitCode()
-			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.code = -1
-			}
-		default:
-			p.waitErr = err
-		}
-	})
-	return p.code, p.waitErr
 }
 
 type syncBuffer struct {

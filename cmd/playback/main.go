@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,8 +21,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -115,7 +112,7 @@ func play(path, workerPath string, vars transcript.Vars, verbose bool, out io.Wr
 		return fmt.Errorf("start the worker: %w", err)
 	}
 	fmt.Fprintf(out, "started %s (pid %d)\n\n", workerPath, cmd.Process.Pid)
-	proc := &process{cmd: cmd}
+	proc := &transcript.ExecProcess{Cmd: cmd}
 	player := &transcript.Player{
 		Stdin: stdin, Stdout: stdout, Process: proc, Vars: vars,
 		Observe: func(fromHost bool, line []byte) {
@@ -183,31 +180,4 @@ func shorten(v any) any {
 		return strings.ToValidUTF8(v, "?")
 	}
 	return v
-}
-
-type process struct {
-	cmd  *exec.Cmd
-	once sync.Once
-	code int
-	err  error
-}
-
-func (p *process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
-
-func (p *process) Wait() (int, error) {
-	p.once.Do(func() {
-		err := p.cmd.Wait()
-		var exitErr *exec.ExitError
-		switch {
-		case err == nil:
-		case errors.As(err, &exitErr):
-			p.code = exitErr.ExitCode()
-			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				p.code = -1
-			}
-		default:
-			p.err = err
-		}
-	})
-	return p.code, p.err
 }
