@@ -44,6 +44,12 @@ func (w *Worker) client(cfg DriverConfig) (*daytona.Client, string, error) {
 		return nil, "", err
 	}
 	account := accountFingerprint(cfg, key)
+	c, err := w.clientFor(cfg, key, account)
+	return c, account, err
+}
+
+// clientFor returns the shared client of an account already resolved.
+func (w *Worker) clientFor(cfg DriverConfig, key, account string) (*daytona.Client, error) {
 	target := ""
 	if cfg.Target != nil {
 		target = *cfg.Target
@@ -52,7 +58,7 @@ func (w *Worker) client(cfg DriverConfig) (*daytona.Client, string, error) {
 	w.clients.mu.Lock()
 	defer w.clients.mu.Unlock()
 	if c := w.clients.byAccount[cacheKey]; c != nil {
-		return c, account, nil
+		return c, nil
 	}
 	apiURL := ""
 	if cfg.APIURL != nil {
@@ -63,22 +69,24 @@ func (w *Worker) client(cfg DriverConfig) (*daytona.Client, string, error) {
 		HTTPClient: w.clients.httpClient, Source: "paperclip-daytona-worker",
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("Daytona client: %w", err)
+		return nil, fmt.Errorf("Daytona client: %w", err)
 	}
 	w.clients.byAccount[cacheKey] = c
-	return c, account, nil
+	return c, nil
 }
 
-// scopeFor builds the lease scope for a call.
+// scopeFor builds the lease scope for a call, resolving the account once.
 func (w *Worker) scopeFor(base protocol.DriverBaseParams, providerLeaseID string, cfg DriverConfig) (scope, error) {
 	key, err := w.resolveAPIKey(cfg)
 	if err != nil {
 		return scope{}, err
 	}
-	return scope{
+	sc := scope{
 		driverKey: base.DriverKey, companyID: base.CompanyID, environmentID: base.EnvironmentID,
-		providerLeaseID: providerLeaseID, config: cfg, account: accountFingerprint(cfg, key),
-	}, nil
+		providerLeaseID: providerLeaseID, config: cfg, apiKey: key, account: accountFingerprint(cfg, key),
+	}
+	sc.cachedKey = sc.key()
+	return sc, nil
 }
 
 // livenessError is the plugin's SandboxLivenessTimeoutError, worded so the
@@ -129,7 +137,7 @@ func (s *leaseSandbox) toolbox() *daytona.Toolbox   { return s.client.Toolbox(s.
 // handle has gone unconfirmed for half the auto-stop interval, refreshes the
 // provider state under the liveness bound (evicting it on failure).
 func (w *Worker) getSandbox(ctx context.Context, sc scope) (*leaseSandbox, bool, error) {
-	client, _, err := w.client(sc.config)
+	client, err := w.clientFor(sc.config, sc.apiKey, sc.account)
 	if err != nil {
 		return nil, false, err
 	}

@@ -17,11 +17,16 @@ type scope struct {
 	environmentID   string
 	providerLeaseID string
 	config          DriverConfig
+	apiKey          string // the resolved key; never part of key()
 	account         string
+	cachedKey       string // key(), computed once by scopeFor
 }
 
 // key is the stable JSON the plugin keys all per-lease state by.
 func (s scope) key() string {
+	if s.cachedKey != "" {
+		return s.cachedKey
+	}
 	return stableStringify(map[string]any{
 		"driverKey":       s.driverKey,
 		"companyId":       s.companyID,
