@@ -99,10 +99,6 @@ func (d dropNewline) Write(b []byte) (int, error) {
 	return n, err
 }
 
-func writeString(out io.Writer, s string) error {
-	return writeValue(out, s)
-}
-
 // response writes {"jsonrpc":"2.0","id":…,"result":…}.
 func (w *writer) response(id json.RawMessage, result any) error {
 	return w.message(func(out io.Writer) error {
@@ -135,7 +131,7 @@ func (w *writer) errorResponse(id json.RawMessage, e *errorObject) error {
 		if _, err := io.WriteString(out, `,"error":{"code":`+strconv.Itoa(e.code)+`,"message":`); err != nil {
 			return err
 		}
-		if err := writeString(out, e.message); err != nil {
+		if err := writeValue(out, e.message); err != nil {
 			return err
 		}
 		if len(e.data) > 0 {
@@ -157,7 +153,7 @@ func (w *writer) notification(method string, params any, invocationID string) er
 		if _, err := io.WriteString(out, `{"jsonrpc":"2.0","method":`); err != nil {
 			return err
 		}
-		if err := writeString(out, method); err != nil {
+		if err := writeValue(out, method); err != nil {
 			return err
 		}
 		if _, err := io.WriteString(out, `,"params":`); err != nil {
@@ -170,7 +166,7 @@ func (w *writer) notification(method string, params any, invocationID string) er
 			if _, err := io.WriteString(out, `,"paperclipInvocationId":`); err != nil {
 				return err
 			}
-			if err := writeString(out, invocationID); err != nil {
+			if err := writeValue(out, invocationID); err != nil {
 				return err
 			}
 		}
