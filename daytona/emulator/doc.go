@@ -70,8 +70,9 @@
 // exec answers 202 {cmdId} and takes /input. Logs come back as JSON
 // {output,stdout,stderr} for X-Daytona-SDK-Version ≥ 0.167.0, text otherwise,
 // or over a WebSocket (?follow=true) replayed from the start, cut into binary
-// frames of Options.LogFrameSize bytes and further by Options.LogFrameSplit,
-// closed 1000 after the exit code exists. PTYs are real pseudo-terminals
+// frames of Options.LogFrameSize bytes and further by Options.LogFrameSplit
+// (the frames of one file read reach the kernel in one write, as they would
+// behind the daemon's proxy), closed 1000 after the exit code exists. PTYs are real pseudo-terminals
 // running `<shell> -i -l` (creack/pty), on /process/pty/{id}/connect and the
 // SDK's /process/pty/create-connect: text {"type":"control","status":"connected"}
 // first, binary output, input frames written verbatim (64 KiB limit), close

@@ -88,11 +88,11 @@ func (s *Server) followLogsWS(w http.ResponseWriter, r *http.Request, se *sessio
 		return
 	}
 	defer release()
-	conn, err := s.acceptWS(w, r)
+	conn, batch, err := s.acceptWS(w, r)
 	if err != nil {
 		return
 	}
-	out := s.newWSWriter(r, conn)
+	out := s.newWSWriter(r, conn, batch)
 	ctx := conn.CloseRead(s.ctx)
 	f, err := os.Open(c.logPath)
 	if err != nil {
@@ -100,7 +100,10 @@ func (s *Server) followLogsWS(w http.ResponseWriter, r *http.Request, se *sessio
 		return
 	}
 	defer f.Close()
-	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, s.opts.logFrameSize()), size: s.opts.logFrameSize()}
+	// Read what is there in large pieces; sendFrames cuts them into the
+	// daemon's frame size.
+	readSize := max(logReadSize, s.opts.logFrameSize())
+	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, readSize), size: readSize}
 	var strip markerStripper
 	for {
 		chunk, over, wait, err := lf.next()
@@ -135,21 +138,28 @@ func (s *Server) followLogsWS(w http.ResponseWriter, r *http.Request, se *sessio
 	}
 }
 
-// sendFrames writes chunk as one or more binary frames per Options.LogFrameSplit.
+// logReadSize is how much of a log file one read takes.
+const logReadSize = 64 << 10
+
+// sendFrames writes chunk as binary frames of Options.LogFrameSize bytes (the
+// last one shorter), each cut further per Options.LogFrameSplit, in one batch.
 func (s *Server) sendFrames(ctx context.Context, out *wsWriter, chunk []byte) bool {
-	frames := [][]byte{chunk}
-	if s.opts.LogFrameSplit != nil {
-		frames = s.opts.LogFrameSplit(chunk)
-	}
-	for _, fr := range frames {
-		if len(fr) == 0 {
-			continue
+	size := s.opts.logFrameSize()
+	frames := make([][]byte, 0, (len(chunk)+size-1)/size)
+	for len(chunk) > 0 {
+		n := min(size, len(chunk))
+		if s.opts.LogFrameSplit == nil {
+			frames = append(frames, chunk[:n])
+		} else {
+			for _, fr := range s.opts.LogFrameSplit(chunk[:n]) {
+				if len(fr) > 0 {
+					frames = append(frames, fr)
+				}
+			}
 		}
-		if err := out.write(ctx, websocket.MessageBinary, fr); err != nil {
-			return false
-		}
+		chunk = chunk[n:]
 	}
-	return true
+	return out.writeBatch(ctx, websocket.MessageBinary, frames) == nil
 }
 
 // followLogsHTTP is the runner's chunked alternative: combined output,

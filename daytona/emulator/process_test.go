@@ -1,6 +1,7 @@
 package emulator_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -228,7 +229,9 @@ func TestSessions(t *testing.T) {
 }
 
 // followLogs reads a session-log WebSocket to the end.
-func followLogs(t *testing.T, c *client, id, sid, cmdID string) (*demuxer, websocket.StatusCode, int) {
+// followLogs reads a command's log WebSocket to its close and returns the
+// demuxed output, the close status and the size of every frame.
+func followLogs(t *testing.T, c *client, id, sid, cmdID string) (*demuxer, websocket.StatusCode, []int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
@@ -236,7 +239,7 @@ func followLogs(t *testing.T, c *client, id, sid, cmdID string) (*demuxer, webso
 	require.NoError(t, err)
 	defer conn.CloseNow()
 	d := &demuxer{}
-	frames := 0
+	var frames []int
 	for {
 		typ, b, err := conn.Read(ctx)
 		if err != nil {
@@ -244,7 +247,7 @@ func followLogs(t *testing.T, c *client, id, sid, cmdID string) (*demuxer, webso
 			return d, websocket.CloseStatus(err), frames
 		}
 		require.Equal(t, websocket.MessageBinary, typ)
-		frames++
+		frames = append(frames, len(b))
 		d.write(b)
 	}
 }
@@ -265,6 +268,7 @@ func TestSessionLogsWebSocket(t *testing.T) {
 		size  int
 	}{
 		{"daemon-like 1 KiB frames", nil, 0},
+		{"small frames", nil, 16},
 		{"every byte its own frame", emulator.SplitEvery(1), 0},
 		{"cut inside every marker", emulator.SplitInsideMarkers(), 0},
 		{"random cuts", emulator.SplitRandom(42, 5), 7},
@@ -283,7 +287,11 @@ func TestSessionLogsWebSocket(t *testing.T) {
 			assert.Equal(t, wantOut.String(), d.stdout.String())
 			assert.Equal(t, wantErr.String(), d.stderr.String())
 			if tt.split != nil {
-				assert.Greater(t, frames, 160, "frames were cut")
+				assert.Greater(t, len(frames), 160, "frames were cut")
+			}
+			limit := cmp.Or(tt.size, 1024)
+			for i, n := range frames {
+				require.LessOrEqual(t, n, limit, "frame %d is larger than the frame size", i)
 			}
 			assert.EqualValues(t, 3, c.tb(id, "GET", "/process/session/s/command/"+out.CmdID, nil).obj(t)["exitCode"],
 				"exit code exists once the stream closed")

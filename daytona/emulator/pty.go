@@ -396,13 +396,13 @@ func (s *Server) servePty(w http.ResponseWriter, r *http.Request, sb *sandbox, p
 		return
 	}
 	defer release()
-	conn, err := s.acceptWS(w, r)
+	conn, batch, err := s.acceptWS(w, r)
 	if err != nil {
 		return
 	}
 	conn.SetReadLimit(ptyReadLimit)
 	c := &ptyClient{
-		conn: conn, out: s.newWSWriter(r, conn), exitControl: conn.Subprotocol() == subprotoExitControl,
+		conn: conn, out: s.newWSWriter(r, conn, batch), exitControl: conn.Subprotocol() == subprotoExitControl,
 		queue: make(chan []byte, ptyQueueSize), exit: make(chan ptyExit, 1), kicked: make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
