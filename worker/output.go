@@ -160,17 +160,12 @@ const hexDigits = "0123456789abcdef"
 func (e *jsonStringWriter) escape(p []byte) {
 	start := 0
 	for i := 0; i < len(p); {
-		// Plain ASCII goes eight bytes at a time.
-		if i+8 <= len(p) && !wordNeedsEscape(binary.LittleEndian.Uint64(p[i:])) {
-			i += 8
-			continue
+		i += plainPrefix(p[i:])
+		if i == len(p) {
+			break
 		}
 		c := p[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			e.buf = append(e.buf, p[start:i]...)
 			switch c {
 			case '"', '\\':
@@ -211,6 +206,24 @@ func (e *jsonStringWriter) escape(p []byte) {
 		i += size
 	}
 	e.buf = append(e.buf, p[start:]...)
+}
+
+// plainPrefix returns how many leading bytes of p are printable ASCII other
+// than '"' and '\\': bytes JSON carries as they are. It tests sixteen bytes
+// at a time, since command output is mostly such bytes.
+func plainPrefix(p []byte) int {
+	i := 0
+	for ; i+16 <= len(p); i += 16 {
+		if wordNeedsEscape(binary.LittleEndian.Uint64(p[i:])) || wordNeedsEscape(binary.LittleEndian.Uint64(p[i+8:])) {
+			break
+		}
+	}
+	for ; i < len(p); i++ {
+		if c := p[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+			return i
+		}
+	}
+	return i
 }
 
 const (

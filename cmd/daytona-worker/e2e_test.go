@@ -210,6 +210,21 @@ func TestVersionAndHelp(t *testing.T) {
 	assert.Contains(t, p.stderr.String(), "unknown log level")
 }
 
+func TestCPUProfileIsWrittenOnShutdown(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	s := newSession(t, nil, "--cpuprofile", path)
+	s.initialize()
+	s.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown"}`)
+	s.recv()
+	_, err := s.p.Wait()
+	require.NoError(t, err)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(data), 2)
+	assert.Equal(t, []byte{0x1f, 0x8b}, data[:2], "a pprof profile is gzip-compressed protobuf")
+}
+
 func TestRecordWritesAReplayableTranscript(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "session.jsonl")

@@ -184,6 +184,8 @@ func benchLogFrameSize(b *testing.B) int {
 // iteration) in MiB and as a ratio to the output, and, for reference, the
 // throughput of our own client following the same command with no worker
 // (what the emulator itself can deliver on this machine).
+// DAYTONA_BENCH_WORKER_CPUPROFILE=path writes the worker's CPU profile of
+// iteration i to path.i.
 func BenchmarkExecuteRelay(b *testing.B) {
 	n := relayBenchLines(b)
 	wantSum, size := bigOutputSum(n)
@@ -196,7 +198,11 @@ func BenchmarkExecuteRelay(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		h := startHost(b, hostOptions{hashResults: true})
+		opts := hostOptions{hashResults: true}
+		if path := os.Getenv("DAYTONA_BENCH_WORKER_CPUPROFILE"); path != "" {
+			opts.args = []string{"--cpuprofile", path + "." + strconv.Itoa(i)}
+		}
+		h := startHost(b, opts)
 		l := h.acquire(leaseConfig(env, ""))
 		cpu0 := procCPU(b, h.pid)
 		b.StartTimer()

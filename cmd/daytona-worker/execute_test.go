@@ -64,6 +64,7 @@ func digestOf(p []byte) uint64 { return maphash.Bytes(digestSeed, p) }
 type jsonLineReader struct {
 	br   *bufio.Reader
 	hash func(path []string) bool
+	str  bytes.Buffer // reused for decoding strings
 }
 
 var errNotNDJSON = errors.New("message not terminated by a newline")
@@ -172,9 +173,9 @@ func (r *jsonLineReader) value(path []string) (any, error) {
 			}
 			return streamedText{N: n, Sum: h.Sum64(), Head: head.buf.String()}, nil
 		}
-		var b bytes.Buffer
-		_, err := r.stringTo(&b)
-		return b.String(), err
+		r.str.Reset()
+		_, err := r.stringTo(&r.str)
+		return r.str.String(), err
 	case 't', 'f', 'n':
 		word := map[byte]string{'t': "rue", 'f': "alse", 'n': "ull"}[c]
 		rest := make([]byte, len(word))
@@ -366,7 +367,7 @@ type invocationLog struct {
 	outHash, errHash hashCounter
 	hashed           bool
 	chunks           int
-	maxChunkUnits    int // the largest chunk in UTF-16 units (the host's limit)
+	maxChunkUnits    int // the largest chunk in UTF-16 units (the host's limit), or bytes below it
 	afterReply       int // notifications that came after the reply
 	replied          bool
 	firstAt          time.Time
@@ -397,11 +398,12 @@ type hostOptions struct {
 	// hashes instead of keeping them.
 	hashResults bool
 	env         []string
+	args        []string // worker flags
 }
 
 func startHost(t testing.TB, opts hostOptions) *host {
 	t.Helper()
-	p := startWorker(t, opts.env)
+	p := startWorker(t, opts.env, opts.args...)
 	return newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, opts)
 }
 
@@ -489,7 +491,13 @@ func (h *host) dispatch(v any) {
 			l.firstAt = time.Now()
 		}
 		l.chunks++
-		l.maxChunkUnits = max(l.maxChunkUnits, utf16Len(chunk))
+		// UTF-16 units never outnumber UTF-8 bytes: only a chunk that could
+		// break the host's limit needs counting.
+		units := len(chunk)
+		if units >= 1_000_000 {
+			units = utf16Len(chunk)
+		}
+		l.maxChunkUnits = max(l.maxChunkUnits, units)
 		if chunk == "" {
 			h.unexpected = append(h.unexpected, "empty execute.log chunk for "+inv)
 		}
@@ -512,11 +520,9 @@ func (h *host) dispatch(v any) {
 
 // utf16Len is the length of s in JavaScript string units.
 func utf16Len(s string) int {
-	n := utf8.RuneCountInString(s)
-	if n == len(s) {
-		return n // ASCII
-	}
+	n := 0
 	for _, r := range s {
+		n++
 		if r >= 0x10000 {
 			n++ // a surrogate pair
 		}

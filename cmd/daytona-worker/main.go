@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,8 @@ Flags:
                      env DAYTONA_WORKER_LOG_LEVEL)
   --record FILE      append every protocol line, both directions, to FILE as a
                      transcript (secrets redacted) for replay as a test
+  --cpuprofile FILE  write a Go CPU profile of the whole run to FILE
+                     (go tool pprof), for measuring the worker in place
   --version          print the version and exit
   --help             print this help and exit
 
@@ -60,6 +63,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	flags.SetOutput(io.Discard)
 	logLevel := flags.String("log-level", envOr("DAYTONA_WORKER_LOG_LEVEL", "info"), "")
 	recordPath := flags.String("record", "", "")
+	cpuProfile := flags.String("cpuprofile", "", "")
 	showVersion := flags.Bool("version", false, "")
 	showHelp := flags.Bool("help", false, "")
 	flags.BoolVar(showHelp, "h", false, "")
@@ -81,6 +85,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "daytona-worker").Logger()
+
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			log.Error().Err(err).Msg("cannot write the CPU profile")
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 
 	opts := rpc.Options{Logger: log}
 	if *recordPath != "" {
