@@ -42,8 +42,8 @@ type Config struct {
 	// OrganizationID is sent as X-Daytona-Organization-ID; only needed when
 	// APIKey is a JWT.
 	OrganizationID string
-	// HTTPClient performs every request, WebSocket handshakes included.
-	// Leave its Timeout at zero: deadlines come from each call's context, and a
+	// HTTPClient performs every request, WebSocket handshakes included;
+	// NewHTTPClient() when nil. Leave its Timeout at zero: deadlines come from each call's context, and a
 	// client-wide timeout would cut long executions and transfers.
 	HTTPClient *http.Client
 	// Source is sent as X-Daytona-Source (telemetry label).
@@ -126,7 +126,7 @@ func New(cfg Config) (*Client, error) {
 		randf:  cfg.Rand,
 	}
 	if c.http == nil {
-		c.http = &http.Client{}
+		c.http = NewHTTPClient()
 	}
 	if c.clock == nil {
 		c.clock = realClock{}

@@ -77,7 +77,7 @@ func New(host Host, opts Options) *Worker {
 		opts.NewID = uuid.NewString
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		opts.HTTPClient = daytona.NewHTTPClient()
 	}
 	w := &Worker{
 		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID,

@@ -64,6 +64,16 @@ func directSessionRun(ctx context.Context, tb *daytona.Toolbox, sessionID, comma
 	return got.ExitCode, nil
 }
 
+// workerProfileArgs are the flags that make a benchmark's worker number i
+// write its CPU profile to $DAYTONA_BENCH_WORKER_CPUPROFILE.i, if that is set.
+func workerProfileArgs(i int) []string {
+	path := os.Getenv("DAYTONA_BENCH_WORKER_CPUPROFILE")
+	if path == "" {
+		return nil
+	}
+	return []string{"--cpuprofile", path + "." + strconv.Itoa(i)}
+}
+
 // procCPU is the user+system CPU time pid has used.
 func procCPU(b *testing.B, pid int) time.Duration {
 	b.Helper()
@@ -97,7 +107,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // a fixed count for stable percentiles, e.g. -benchtime 300x.
 func BenchmarkExecuteOverhead(b *testing.B) {
 	env := benchEmulator(b, emulator.Options{})
-	h := startHost(b, hostOptions{})
+	h := startHost(b, hostOptions{args: workerProfileArgs(0)})
 	l := h.acquire(leaseConfig(env, ""))
 	defer h.shutdown()
 	defer h.destroy(l)
@@ -184,8 +194,8 @@ func benchLogFrameSize(b *testing.B) int {
 // iteration) in MiB and as a ratio to the output, and, for reference, the
 // throughput of our own client following the same command with no worker
 // (what the emulator itself can deliver on this machine).
-// DAYTONA_BENCH_WORKER_CPUPROFILE=path writes the worker's CPU profile of
-// iteration i to path.i.
+// With DAYTONA_BENCH_WORKER_CPUPROFILE=path each iteration's worker writes
+// its CPU profile to path.<iteration>.
 func BenchmarkExecuteRelay(b *testing.B) {
 	n := relayBenchLines(b)
 	wantSum, size := bigOutputSum(n)
@@ -198,11 +208,7 @@ func BenchmarkExecuteRelay(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		opts := hostOptions{hashResults: true}
-		if path := os.Getenv("DAYTONA_BENCH_WORKER_CPUPROFILE"); path != "" {
-			opts.args = []string{"--cpuprofile", path + "." + strconv.Itoa(i)}
-		}
-		h := startHost(b, opts)
+		h := startHost(b, hostOptions{hashResults: true, args: workerProfileArgs(i)})
 		l := h.acquire(leaseConfig(env, ""))
 		cpu0 := procCPU(b, h.pid)
 		b.StartTimer()
