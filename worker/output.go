@@ -2,7 +2,9 @@ package worker
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"io"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -61,40 +63,68 @@ func (b *blockBuffer) take(c *blockCursor, n int) [][]byte {
 	return out
 }
 
-// endsWith reports whether the last byte written is c.
-func (b *blockBuffer) endsWith(c byte) bool {
-	if len(b.blocks) == 0 {
-		return false
-	}
-	last := b.blocks[len(b.blocks)-1]
-	return len(last) > 0 && last[len(last)-1] == c
+// escapedText is a command's output on one stream, held as the body of a
+// JSON string: the form in which both the execute.log notifications and the
+// result carry it, so each byte is escaped once however often it is sent.
+// Escaping is as encoding/json's without HTML escaping (invalid UTF-8 becomes
+// U+FFFD); a rune split across writes waits in the escaper for its end.
+type escapedText struct {
+	body blockBuffer
+	enc  jsonStringWriter // writes into body
+	raw  int64            // output bytes taken, before escaping
+	last byte             // the last output byte taken
 }
 
-// String copies the contents out (small outputs, tests, error paths).
-func (b *blockBuffer) String() string {
-	buf := make([]byte, 0, b.n)
-	for _, blk := range b.blocks {
-		buf = append(buf, blk...)
+// write escapes p onto the body. Everything but a trailing incomplete rune
+// is in the body when it returns, so the body always ends on a boundary
+// where a JSON string may be cut.
+func (t *escapedText) write(p []byte) {
+	if len(p) == 0 {
+		return
 	}
-	return string(buf)
+	t.enc.w = &t.body
+	_ = t.enc.write(p) // a blockBuffer never fails
+	_ = t.enc.flush()
+	t.raw += int64(len(p))
+	t.last = p[len(p)-1]
 }
 
-// writeJSONString writes the buffer as one JSON string, escaping as
-// encoding/json does (invalid UTF-8 becomes U+FFFD) but without HTML
-// escaping and without ever holding the whole encoding in memory.
-func (b *blockBuffer) writeJSONString(w io.Writer) error {
-	e := jsonStringWriter{w: w, buf: make([]byte, 0, 64<<10)}
-	e.buf = append(e.buf, '"')
-	for _, blk := range b.blocks {
-		if err := e.write(blk); err != nil {
+// finish escapes a carried incomplete rune as it is (U+FFFD per byte): the
+// output ended in the middle of it.
+func (t *escapedText) finish() {
+	t.enc.w = &t.body
+	_ = t.enc.finish()
+	_ = t.enc.flush()
+}
+
+// rawLen is how many output bytes were taken.
+func (t *escapedText) rawLen() int64 { return t.raw }
+
+// endsWith reports whether the last output byte taken is c.
+func (t *escapedText) endsWith(c byte) bool { return t.raw > 0 && t.last == c }
+
+// writeJSON writes the text as a JSON string.
+func (t *escapedText) writeJSON(w io.Writer) error {
+	t.finish()
+	if _, err := io.WriteString(w, `"`); err != nil {
+		return err
+	}
+	for _, blk := range t.body.blocks {
+		if _, err := w.Write(blk); err != nil {
 			return err
 		}
 	}
-	if err := e.finish(); err != nil {
-		return err
-	}
-	e.buf = append(e.buf, '"')
-	return e.flush()
+	_, err := io.WriteString(w, `"`)
+	return err
+}
+
+// String decodes the text (tests, small outputs).
+func (t *escapedText) String() string {
+	var b strings.Builder
+	_ = t.writeJSON(&b)
+	var s string
+	_ = json.Unmarshal([]byte(b.String()), &s)
+	return s
 }
 
 // jsonStringWriter escapes UTF-8 text into a JSON string body, carrying an

@@ -14,16 +14,16 @@ import (
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
-// encodeBlocks writes data through a blockBuffer fed in pieces of size step.
+// encodeBlocks writes data through an escapedText fed in pieces of size step.
 func encodeBlocks(t testing.TB, data []byte, step int) string {
-	var b blockBuffer
+	var b escapedText
 	for len(data) > 0 {
 		n := min(step, len(data))
-		b.Write(data[:n])
+		b.write(data[:n])
 		data = data[n:]
 	}
 	var out bytes.Buffer
-	require.NoError(t, b.writeJSONString(&out))
+	require.NoError(t, b.writeJSON(&out))
 	return out.String()
 }
 
@@ -35,7 +35,7 @@ func stdJSON(s []byte) string {
 	return strings.TrimSuffix(out.String(), "\n")
 }
 
-func TestBlockBufferEncodesLikeEncodingJSON(t *testing.T) {
+func TestEscapedTextEncodesLikeEncodingJSON(t *testing.T) {
 	t.Parallel()
 	samples := [][]byte{
 		nil, []byte("plain"), []byte("quote\" back\\ nl\n cr\r tab\t bell\a nul\x00"),
@@ -44,12 +44,15 @@ func TestBlockBufferEncodesLikeEncodingJSON(t *testing.T) {
 	}
 	for _, s := range samples {
 		for _, step := range []int{1, 2, 3, 7, 4096, outputBlockSize + 1} {
+			if step < 4096 && len(s) > 64<<10 {
+				continue // small steps are covered by the small samples, and slow here
+			}
 			assert.Equal(t, stdJSON(s), encodeBlocks(t, s, step), "sample %.40q step %d", s, step)
 		}
 	}
 }
 
-func FuzzBlockBufferJSON(f *testing.F) {
+func FuzzEscapedTextJSON(f *testing.F) {
 	f.Add([]byte("hello"), 3)
 	f.Add([]byte("ü日🙂\xff"), 1)
 	f.Fuzz(func(t *testing.T, data []byte, step int) {
@@ -113,7 +116,7 @@ func TestRelayForwardsEveryByteOnceOnRuneBoundaries(t *testing.T) {
 	r.close()
 	assert.Equal(t, text, rec.joined("stdout"))
 	assert.Equal(t, r.out[0].String(), text, "the result holds the same bytes")
-	assert.Equal(t, int(r.out[1].Len()), len(rec.joined("stderr")))
+	assert.Equal(t, int(r.out[1].rawLen()), len(rec.joined("stderr")))
 	for _, c := range rec.chunks {
 		assert.NotEmpty(t, c.chunk)
 		assert.LessOrEqual(t, len(c.chunk), maxLogChunkBytes)
@@ -129,7 +132,7 @@ func TestRelayKeepsStreamOrderAndFlushesATrailingPartialRune(t *testing.T) {
 	_, _ = r.stream(1).Write([]byte("b"))
 	_, _ = r.stream(0).Write([]byte("c\xe6\x97"))
 	r.close()
-	assert.Equal(t, "ac\xe6\x97", rec.joined("stdout"), "an incomplete rune at the end still goes out")
+	assert.Equal(t, "ac\ufffd\ufffd", rec.joined("stdout"), "an incomplete rune at the end still goes out (as JSON carries it)")
 	assert.Equal(t, "b", rec.joined("stderr"))
 }
 
@@ -149,7 +152,7 @@ func TestRelayAppliesBackpressure(t *testing.T) {
 	go func() {
 		defer close(done)
 		block := bytes.Repeat([]byte("x"), 1<<20)
-		for i := 0; i < 32; i++ {
+		for i := 0; i < 12; i++ {
 			_, _ = r.stream(0).Write(block)
 		}
 	}()
@@ -171,7 +174,7 @@ func TestRelayAppliesBackpressure(t *testing.T) {
 	close(release)
 	<-done
 	r.close()
-	assert.Equal(t, 32<<20, sent)
+	assert.Equal(t, 12<<20, sent)
 }
 
 func TestJSONStringCarryThatTurnsOutInvalid(t *testing.T) {
@@ -190,8 +193,12 @@ func TestJSONStringCarryThatTurnsOutInvalid(t *testing.T) {
 func TestLogChunkEncodesAsExecuteLog(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "plain\n", "ü日🙂 \u2028 \"q\" \\ \t\x01", "bad \xff end"} {
+		var text escapedText
+		text.write([]byte(s[:len(s)/2])) // may cut a rune: the escaper waits for its end
+		text.write([]byte(s[len(s)/2:]))
+		text.finish()
 		var scratch []byte
-		c := &logChunk{stream: "stderr", chunk: [][]byte{[]byte(s[:len(s)/2]), []byte(s[len(s)/2:])}, scratch: &scratch}
+		c := &logChunk{stream: "stderr", chunk: text.body.blocks, scratch: &scratch}
 		var got bytes.Buffer
 		require.NoError(t, c.WriteJSON(&got))
 		var want bytes.Buffer
@@ -200,4 +207,39 @@ func TestLogChunkEncodesAsExecuteLog(t *testing.T) {
 		require.NoError(t, enc.Encode(protocol.ExecuteLog{Stream: "stderr", Chunk: s}))
 		assert.Equal(t, strings.TrimSuffix(want.String(), "\n"), got.String(), "%q", s)
 	}
+}
+
+func TestRelayNotificationsStayWithinTheChunkBoundWhenEscapingGrowsOutput(t *testing.T) {
+	t.Parallel()
+	// Control bytes escape to six bytes each (\u0001): one large write must
+	// still become notifications whose escaped chunk fits the bound, cut
+	// where JSON strings may be cut.
+	data := bytes.Repeat([]byte("\x01\x02ü\n"), 200_000) // 1 MB, ~3.6 MB escaped
+	var mu sync.Mutex
+	var joined strings.Builder
+	chunks := 0
+	r := newLogNotifier(func(params any) error {
+		var buf bytes.Buffer
+		if err := params.(*logChunk).WriteJSON(&buf); err != nil {
+			return err
+		}
+		var got protocol.ExecuteLog
+		if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		assert.LessOrEqual(t, buf.Len(), maxLogChunkBytes+len(`{"stream":"stdout","chunk":""}`))
+		assert.Equal(t, "stdout", got.Stream)
+		joined.WriteString(got.Chunk)
+		chunks++
+		return nil
+	})
+	_, _ = r.stream(0).Write(data)
+	r.close()
+	assert.Equal(t, string(data), joined.String())
+	assert.Greater(t, chunks, 3_600_000/maxLogChunkBytes)
+	var result bytes.Buffer
+	require.NoError(t, r.out[0].writeJSON(&result))
+	assert.Equal(t, stdJSON(data), result.String(), "the result holds the same text")
 }
