@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
@@ -148,33 +149,33 @@ func TestRelayAppliesBackpressure(t *testing.T) {
 		mu.Unlock()
 		return nil
 	})
+	// The stuck sender holds at most one batch (up to the pending bound), so
+	// writing more than twice the bound must block the writer.
+	const total = 2*maxPendingLogBytes + 4<<20
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		block := bytes.Repeat([]byte("x"), 1<<20)
-		for i := 0; i < 12; i++ {
+		for i := 0; i < total>>20; i++ {
 			_, _ = r.stream(0).Write(block)
 		}
 	}()
 	// With the sender stuck, the writer must stop once the pending bound is
 	// reached rather than buffer everything.
-	for {
+	require.Eventually(t, func() bool {
 		r.mu.Lock()
-		blocked := r.bytes >= maxPendingLogBytes
-		r.mu.Unlock()
-		if blocked {
-			break
-		}
-	}
+		defer r.mu.Unlock()
+		return r.bytes >= maxPendingLogBytes
+	}, 30*time.Second, time.Millisecond, "the pending bound is never reached")
 	select {
 	case <-done:
 		t.Fatal("writer was not held back")
-	default:
+	case <-time.After(20 * time.Millisecond):
 	}
 	close(release)
 	<-done
 	r.close()
-	assert.Equal(t, 12<<20, sent)
+	assert.Equal(t, total, sent)
 }
 
 func TestJSONStringCarryThatTurnsOutInvalid(t *testing.T) {
