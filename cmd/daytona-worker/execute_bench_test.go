@@ -105,9 +105,11 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // minus the same dispatch + log follow + exit-code read made directly with
 // our Daytona client, alternated so both see the same machine. Run it with
 // a fixed count for stable percentiles, e.g. -benchtime 300x.
+// DAYTONA_BENCH_WORKER_ENV adds space-separated NAME=value pairs to the
+// worker's environment (runtime settings such as GOGC=400, to compare).
 func BenchmarkExecuteOverhead(b *testing.B) {
 	env := benchEmulator(b, emulator.Options{})
-	h := startHost(b, hostOptions{args: workerProfileArgs(0)})
+	h := startHost(b, hostOptions{args: workerProfileArgs(0), env: strings.Fields(os.Getenv("DAYTONA_BENCH_WORKER_ENV"))})
 	l := h.acquire(leaseConfig(env, ""))
 	defer h.shutdown()
 	defer h.destroy(l)
