@@ -244,3 +244,20 @@ func TestRelayNotificationsStayWithinTheChunkBoundWhenEscapingGrowsOutput(t *tes
 	require.NoError(t, r.out[0].writeJSON(&result))
 	assert.Equal(t, stdJSON(data), result.String(), "the result holds the same text")
 }
+
+// newLogRelay relays to send, one decoded string per chunk.
+func newLogRelay(send func(stream, chunk string) error) *logRelay {
+	return startLogRelay(func(stream int, chunk [][]byte) error {
+		var b strings.Builder
+		b.WriteByte('"')
+		for _, p := range chunk {
+			b.Write(p)
+		}
+		b.WriteByte('"')
+		var text string
+		if err := json.Unmarshal([]byte(b.String()), &text); err != nil {
+			return err
+		}
+		return send(streamNames[stream], text)
+	})
+}

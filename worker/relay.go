@@ -1,9 +1,7 @@
 package worker
 
 import (
-	"encoding/json"
 	"io"
-	"strings"
 	"sync"
 )
 
@@ -56,24 +54,6 @@ type logSegment struct {
 }
 
 var streamNames = [2]string{"stdout", "stderr"}
-
-// newLogRelay relays to send, one decoded string per chunk.
-func newLogRelay(send func(stream, chunk string) error) *logRelay {
-	return startLogRelay(func(stream int, chunk [][]byte) error {
-		var b strings.Builder
-		b.Grow(runLen(chunk) + 2)
-		b.WriteByte('"')
-		for _, p := range chunk {
-			b.Write(p)
-		}
-		b.WriteByte('"')
-		var text string
-		if err := json.Unmarshal([]byte(b.String()), &text); err != nil {
-			return err
-		}
-		return send(streamNames[stream], text)
-	})
-}
 
 // newLogNotifier relays execute.log notifications to notify, whose params
 // (an rpc.JSONStreamer) are written straight from the output blocks.
@@ -215,51 +195,4 @@ func (c *logChunk) WriteJSON(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, `"}`)
 	return err
-}
-
-// ---- runs: a byte string held as consecutive pieces ----
-
-func runLen(run [][]byte) int {
-	n := 0
-	for _, p := range run {
-		n += len(p)
-	}
-	return n
-}
-
-// runSuffix copies out the last (up to) k bytes of run.
-func runSuffix(run [][]byte, k int) []byte {
-	var out []byte
-	for i := len(run) - 1; i >= 0 && len(out) < k; i-- {
-		p := run[i]
-		take := min(k-len(out), len(p))
-		out = append(append([]byte(nil), p[len(p)-take:]...), out...)
-	}
-	return out
-}
-
-// splitRun cuts run after n bytes.
-func splitRun(run [][]byte, n int) (head, tail [][]byte) {
-	for i, p := range run {
-		if n == 0 {
-			return head, run[i:]
-		}
-		if len(p) <= n {
-			head = append(head, p)
-			n -= len(p)
-			continue
-		}
-		head = append(head, p[:n:n])
-		return head, append([][]byte{p[n:]}, run[i+1:]...)
-	}
-	return head, nil
-}
-
-// runBytes copies run into one slice.
-func runBytes(run [][]byte) []byte {
-	out := make([]byte, 0, runLen(run))
-	for _, p := range run {
-		out = append(out, p...)
-	}
-	return out
 }
