@@ -26,3 +26,16 @@ func BenchmarkJSONStringEscape(b *testing.B) {
 		_ = e.flush()
 	}
 }
+
+// BenchmarkJSONStringEscapeControl is the worst case: every byte a control
+// character that becomes six bytes of JSON.
+func BenchmarkJSONStringEscapeControl(b *testing.B) {
+	p := bytes.Repeat([]byte{3}, 1<<20)
+	e := jsonStringWriter{w: io.Discard, buf: make([]byte, 0, 64<<10)}
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = e.write(p)
+		_ = e.flush()
+	}
+}

@@ -51,15 +51,15 @@ type execResult struct {
 	metadata map[string]any
 }
 
-// outputText is either collected output or a plain string.
+// outputText is either collected blocks or a plain string.
 type outputText struct {
-	blocks *escapedText
+	blocks *blockBuffer
 	text   string
 }
 
 func (o outputText) writeJSON(w io.Writer) error {
 	if o.blocks != nil {
-		return o.blocks.writeJSON(w)
+		return o.blocks.writeJSONString(w)
 	}
 	b, err := json.Marshal(o.text)
 	if err != nil {
@@ -520,16 +520,16 @@ func (c *command) timedOut(ctx context.Context, sessionID string, relay *logRela
 		c.w.log.Warn().Str("sandbox", c.s.id()).Err(err).Msg("cannot delete the session of a timed-out command")
 	}
 	res := &execResult{timedOut: true, metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}
-	stderr := &escapedText{}
+	stderr := &blockBuffer{}
 	if relay != nil {
 		// The relay is closed: its buffers are ours now.
 		res.stdout = outputText{blocks: &relay.out[0]}
 		stderr = &relay.out[1]
 	}
-	if stderr.rawLen() > 0 && !stderr.endsWith('\n') {
-		stderr.write([]byte("\n"))
+	if stderr.Len() > 0 && !stderr.endsWith('\n') {
+		stderr.Write([]byte("\n"))
 	}
-	stderr.write([]byte(c.timeoutMessage() + "\n"))
+	stderr.Write([]byte(c.timeoutMessage() + "\n"))
 	res.stderr = outputText{blocks: stderr}
 	return res
 }

@@ -2,9 +2,8 @@ package worker
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"io"
-	"strings"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -63,68 +62,40 @@ func (b *blockBuffer) take(c *blockCursor, n int) [][]byte {
 	return out
 }
 
-// escapedText is a command's output on one stream, held as the body of a
-// JSON string: the form in which both the execute.log notifications and the
-// result carry it, so each byte is escaped once however often it is sent.
-// Escaping is as encoding/json's without HTML escaping (invalid UTF-8 becomes
-// U+FFFD); a rune split across writes waits in the escaper for its end.
-type escapedText struct {
-	body blockBuffer
-	enc  jsonStringWriter // writes into body
-	raw  int64            // output bytes taken, before escaping
-	last byte             // the last output byte taken
-}
-
-// write escapes p onto the body. Everything but a trailing incomplete rune
-// is in the body when it returns, so the body always ends on a boundary
-// where a JSON string may be cut.
-func (t *escapedText) write(p []byte) {
-	if len(p) == 0 {
-		return
+// endsWith reports whether the last byte written is c.
+func (b *blockBuffer) endsWith(c byte) bool {
+	if len(b.blocks) == 0 {
+		return false
 	}
-	t.enc.w = &t.body
-	_ = t.enc.write(p) // a blockBuffer never fails
-	_ = t.enc.flush()
-	t.raw += int64(len(p))
-	t.last = p[len(p)-1]
+	last := b.blocks[len(b.blocks)-1]
+	return len(last) > 0 && last[len(last)-1] == c
 }
 
-// finish escapes a carried incomplete rune as it is (U+FFFD per byte): the
-// output ended in the middle of it.
-func (t *escapedText) finish() {
-	t.enc.w = &t.body
-	_ = t.enc.finish()
-	_ = t.enc.flush()
-}
-
-// rawLen is how many output bytes were taken.
-func (t *escapedText) rawLen() int64 { return t.raw }
-
-// endsWith reports whether the last output byte taken is c.
-func (t *escapedText) endsWith(c byte) bool { return t.raw > 0 && t.last == c }
-
-// writeJSON writes the text as a JSON string.
-func (t *escapedText) writeJSON(w io.Writer) error {
-	t.finish()
-	if _, err := io.WriteString(w, `"`); err != nil {
-		return err
+// String copies the contents out (small outputs, tests, error paths).
+func (b *blockBuffer) String() string {
+	buf := make([]byte, 0, b.n)
+	for _, blk := range b.blocks {
+		buf = append(buf, blk...)
 	}
-	for _, blk := range t.body.blocks {
-		if _, err := w.Write(blk); err != nil {
+	return string(buf)
+}
+
+// writeJSONString writes the buffer as one JSON string, escaping as
+// encoding/json does (invalid UTF-8 becomes U+FFFD) but without HTML
+// escaping and without ever holding the whole encoding in memory.
+func (b *blockBuffer) writeJSONString(w io.Writer) error {
+	e := jsonStringWriter{w: w, buf: make([]byte, 0, 64<<10)}
+	e.buf = append(e.buf, '"')
+	for _, blk := range b.blocks {
+		if err := e.write(blk); err != nil {
 			return err
 		}
 	}
-	_, err := io.WriteString(w, `"`)
-	return err
-}
-
-// String decodes the text (tests, small outputs).
-func (t *escapedText) String() string {
-	var b strings.Builder
-	_ = t.writeJSON(&b)
-	var s string
-	_ = json.Unmarshal([]byte(b.String()), &s)
-	return s
+	if err := e.finish(); err != nil {
+		return err
+	}
+	e.buf = append(e.buf, '"')
+	return e.flush()
 }
 
 // jsonStringWriter escapes UTF-8 text into a JSON string body, carrying an
@@ -161,12 +132,28 @@ func (e *jsonStringWriter) write(p []byte) error {
 		e.carry = append(e.carry, p[len(p)-tail:]...)
 		p = p[:len(p)-tail]
 	}
-	e.escape(p)
-	if len(e.buf) >= 32<<10 {
-		return e.flush()
+	// Escape a bounded piece at a time: escaping can grow text sixfold
+	// (\u0003), and the buffer must not grow with it.
+	for len(p) > 0 {
+		n := min(len(p), escapePieceBytes)
+		if n < len(p) {
+			n -= incompleteTail(p[:n]) // never cut a rune (n stays > 3)
+		}
+		e.escape(p[:n])
+		p = p[n:]
+		if len(e.buf) >= escapeFlushBytes {
+			if err := e.flush(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
+
+const (
+	escapePieceBytes = 4 << 10  // output escaped between two buffer checks
+	escapeFlushBytes = 32 << 10 // buffered JSON that is written out
+)
 
 func (e *jsonStringWriter) finish() error {
 	if len(e.carry) > 0 {
@@ -188,55 +175,77 @@ func (e *jsonStringWriter) flush() error {
 const hexDigits = "0123456789abcdef"
 
 func (e *jsonStringWriter) escape(p []byte) {
+	buf := e.buf
 	start := 0
 	for i := 0; i < len(p); {
-		i += plainPrefix(p[i:])
-		if i == len(p) {
-			break
-		}
 		c := p[i]
 		if c < utf8.RuneSelf {
-			e.buf = append(e.buf, p[start:i]...)
-			switch c {
-			case '"', '\\':
-				e.buf = append(e.buf, '\\', c)
-			case '\b':
-				e.buf = append(e.buf, '\\', 'b')
-			case '\f':
-				e.buf = append(e.buf, '\\', 'f')
-			case '\n':
-				e.buf = append(e.buf, '\\', 'n')
-			case '\r':
-				e.buf = append(e.buf, '\\', 'r')
-			case '\t':
-				e.buf = append(e.buf, '\\', 't')
-			default:
-				e.buf = append(e.buf, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			if jsonPlain[c] {
+				i += plainPrefix(p[i:])
+				continue
 			}
+			if start < i {
+				buf = append(buf, p[start:i]...)
+			}
+			// Store the escape as one word (at most six bytes of it count).
+			if cap(buf)-len(buf) < 8 {
+				buf = slices.Grow(buf, 8)
+			}
+			n := len(buf)
+			binary.LittleEndian.PutUint64(buf[n:n+8], asciiEscapes[c].word)
+			buf = buf[:n+int(asciiEscapes[c].n)]
 			i++
 			start = i
 			continue
 		}
 		r, size := utf8.DecodeRune(p[i:])
 		if r == utf8.RuneError && size == 1 {
-			e.buf = append(e.buf, p[start:i]...)
-			e.buf = append(e.buf, `\ufffd`...)
+			buf = append(buf, p[start:i]...)
+			buf = append(buf, `\ufffd`...)
 			i++
 			start = i
 			continue
 		}
 		if r == '\u2028' || r == '\u2029' {
 			// encoding/json escapes these; so do we, for byte-identical output.
-			e.buf = append(e.buf, p[start:i]...)
-			e.buf = append(e.buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			buf = append(buf, p[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
 			i += size
 			start = i
 			continue
 		}
 		i += size
 	}
-	e.buf = append(e.buf, p[start:]...)
+	e.buf = append(buf, p[start:]...)
 }
+
+// jsonPlain marks the ASCII bytes a JSON string carries as they are.
+var jsonPlain = func() (plain [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		plain[c] = c != '"' && c != '\\'
+	}
+	return plain
+}()
+
+// asciiEscapes is how encoding/json escapes each ASCII byte that needs it:
+// the escape's bytes packed little-endian into a word, and how many there are.
+var asciiEscapes = func() (esc [utf8.RuneSelf]struct {
+	word uint64
+	n    uint8
+}) {
+	set := func(c byte, s string) {
+		var b [8]byte
+		copy(b[:], s)
+		esc[c].word, esc[c].n = binary.LittleEndian.Uint64(b[:]), uint8(len(s))
+	}
+	for c := range byte(0x20) {
+		set(c, `\u00`+string(hexDigits[c>>4])+string(hexDigits[c&0xf]))
+	}
+	for c, s := range map[byte]string{'\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '"': `\"`, '\\': `\\`} {
+		set(c, s)
+	}
+	return esc
+}()
 
 // plainPrefix returns how many leading bytes of p are printable ASCII other
 // than '"' and '\\': bytes JSON carries as they are. It tests sixteen bytes

@@ -2,19 +2,16 @@ package worker
 
 import (
 	"io"
+	"strings"
 	"sync"
 )
 
-// maxLogChunkBytes bounds one execute.log chunk as escaped JSON. The host
-// drops chunks over 1,000,000 UTF-16 units; a chunk's escaped length is never
-// below its length in units, so this bound keeps every chunk well inside it.
+// maxLogChunkBytes bounds one execute.log chunk. The host drops chunks over
+// 1,000,000 UTF-16 units; a UTF-8 byte count is never below the unit count,
+// so this bound keeps every chunk well inside the limit.
 const maxLogChunkBytes = 512 << 10
 
-// maxLogWriteBytes is the most output escaped at once: at worst six bytes of
-// JSON per byte (\u0000), it still fits one chunk.
-const maxLogWriteBytes = 64 << 10
-
-// maxPendingLogBytes bounds output escaped but not yet handed to the sender:
+// maxPendingLogBytes bounds output read but not yet handed to the sender:
 // past it, the reader waits for the host pipe, so a command that prints
 // faster than the host reads does not race ahead of it.
 const maxPendingLogBytes = 8 << 20
@@ -25,29 +22,28 @@ const maxPendingLogBytes = 8 << 20
 // writes is coalesced into the next notification, so a chatty command costs
 // few notifications and a quiet one is forwarded at once.
 //
-// Output is stored once, already escaped for JSON (escapedText): the
-// notifications are written straight from the result's blocks (bytes in a
-// blockBuffer never move or change once written), so relaying costs no
-// escaping, no copy and no garbage per byte.
+// Output is stored once: the notifications are encoded straight from the
+// result's blocks (bytes in a blockBuffer never move or change once
+// written), so relaying costs no copy and no garbage per byte.
 type logRelay struct {
 	deliver func(stream int, chunk [][]byte) error
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	pending []logSegment // escaped output not yet handed to the sender, in order
+	pending []logSegment // output not yet handed to the sender, in order
 	spare   []logSegment
 	bytes   int
 	closed  bool
 	next    [2]blockCursor // where each stream's first pending byte is in out
 
-	scratch []byte // sender only: the notification encoding buffer
+	carry   [2][]byte // sender only: a rune split by the last segment
+	scratch []byte    // sender only: the notification encoding buffer
 
-	out  [2]escapedText
+	out  [2]blockBuffer
 	done chan struct{}
 }
 
-// logSegment is a run of n escaped bytes of one stream (0 stdout, 1 stderr)
-// that starts and ends where a JSON string may be cut: one notification.
+// logSegment is a run of n bytes of one stream (0 stdout, 1 stderr).
 type logSegment struct {
 	stream int
 	n      int
@@ -55,8 +51,20 @@ type logSegment struct {
 
 var streamNames = [2]string{"stdout", "stderr"}
 
+// newLogRelay relays to send, one string per chunk.
+func newLogRelay(send func(stream, chunk string) error) *logRelay {
+	return startLogRelay(func(stream int, chunk [][]byte) error {
+		var b strings.Builder
+		b.Grow(runLen(chunk))
+		for _, p := range chunk {
+			b.Write(p)
+		}
+		return send(streamNames[stream], b.String())
+	})
+}
+
 // newLogNotifier relays execute.log notifications to notify, whose params
-// (an rpc.JSONStreamer) are written straight from the output blocks.
+// (an rpc.JSONStreamer) encode the chunk straight from the output blocks.
 func newLogNotifier(notify func(params any) error) *logRelay {
 	var r *logRelay
 	r = startLogRelay(func(stream int, chunk [][]byte) error {
@@ -81,39 +89,27 @@ type relayWriter struct {
 }
 
 func (w *relayWriter) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	r := w.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	written := len(p)
-	for len(p) > 0 {
-		for r.bytes >= maxPendingLogBytes && !r.closed {
-			r.cond.Wait()
-		}
-		piece := p[:min(len(p), maxLogWriteBytes)]
-		p = p[len(piece):]
-		out := &r.out[w.i]
-		before := out.body.Len()
-		out.write(piece)
-		if !r.closed {
-			r.enqueueLocked(w.i, int(out.body.Len()-before))
-		}
+	for r.bytes >= maxPendingLogBytes && !r.closed {
+		r.cond.Wait()
 	}
-	return written, nil
-}
-
-// enqueueLocked hands the sender n more escaped bytes of stream, coalesced
-// with the pending run of the same stream while the chunk bound allows.
-func (r *logRelay) enqueueLocked(stream, n int) {
-	if n == 0 {
-		return
+	r.out[w.i].Write(p)
+	if r.closed {
+		return len(p), nil
 	}
-	if k := len(r.pending); k > 0 && r.pending[k-1].stream == stream && r.pending[k-1].n+n <= maxLogChunkBytes {
-		r.pending[k-1].n += n
+	if n := len(r.pending); n > 0 && r.pending[n-1].stream == w.i {
+		r.pending[n-1].n += len(p)
 	} else {
-		r.pending = append(r.pending, logSegment{stream: stream, n: n})
+		r.pending = append(r.pending, logSegment{stream: w.i, n: len(p)})
 	}
-	r.bytes += n
+	r.bytes += len(p)
 	r.cond.Broadcast()
+	return len(p), nil
 }
 
 // run sends pending output until the relay is closed and drained.
@@ -127,7 +123,7 @@ func (r *logRelay) run() {
 		batch := r.pending
 		views := make([][][]byte, len(batch))
 		for i, seg := range batch {
-			views[i] = r.out[seg.stream].body.take(&r.next[seg.stream], seg.n)
+			views[i] = r.out[seg.stream].take(&r.next[seg.stream], seg.n)
 		}
 		r.pending, r.spare = r.spare[:0], nil
 		r.bytes = 0
@@ -135,10 +131,11 @@ func (r *logRelay) run() {
 		r.cond.Broadcast()
 		r.mu.Unlock()
 		for i, seg := range batch {
-			// A send error means the host is gone; the result will fail too.
-			_ = r.deliver(seg.stream, views[i])
+			r.forward(seg.stream, views[i], false)
 		}
 		if closing {
+			r.forward(0, nil, true)
+			r.forward(1, nil, true)
 			return
 		}
 		r.mu.Lock()
@@ -146,33 +143,56 @@ func (r *logRelay) run() {
 	}
 }
 
-// close stops accepting output, sends everything still pending (an
-// incomplete rune at the very end included) and returns once the host has
-// it all. Call it before replying to the execute.
+// forward sends data (after any carried partial rune) in chunks that end on
+// rune boundaries; at the end the carry goes out as it is.
+func (r *logRelay) forward(stream int, data [][]byte, final bool) {
+	if c := r.carry[stream]; len(c) > 0 {
+		data = append([][]byte{c}, data...)
+		r.carry[stream] = nil
+	}
+	total := runLen(data)
+	if !final {
+		if tail := incompleteTail(runSuffix(data, 3)); tail > 0 {
+			var rest [][]byte
+			data, rest = splitRun(data, total-tail)
+			r.carry[stream] = runBytes(rest)
+			total -= tail
+		}
+	}
+	for total > 0 {
+		n := min(total, maxLogChunkBytes)
+		head, rest := splitRun(data, n)
+		if n < total {
+			if cut := incompleteTail(runSuffix(head, 3)); cut > 0 {
+				n -= cut
+				head, rest = splitRun(data, n)
+			}
+		}
+		// A send error means the host is gone; the result will fail too.
+		_ = r.deliver(stream, head)
+		data, total = rest, total-n
+	}
+}
+
+// close stops accepting output, sends everything still pending and returns
+// once the host has it all. Call it before replying to the execute.
 func (r *logRelay) close() {
 	r.mu.Lock()
-	if !r.closed {
-		for i := range r.out {
-			before := r.out[i].body.Len()
-			r.out[i].finish()
-			r.enqueueLocked(i, int(r.out[i].body.Len()-before))
-		}
-		r.closed = true
-		r.cond.Broadcast()
-	}
+	r.closed = true
+	r.cond.Broadcast()
 	r.mu.Unlock()
 	<-r.done
 }
 
-// collected returns how many output bytes of each stream have been collected.
+// collected returns how many bytes of each stream have been collected.
 func (r *logRelay) collected(stream int) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.out[stream].rawLen()
+	return r.out[stream].Len()
 }
 
 // logChunk is the params of one execute.log notification, {"stream","chunk"}
-// as protocol.ExecuteLog encodes, with the chunk already escaped.
+// as protocol.ExecuteLog encodes, written without building the string.
 type logChunk struct {
 	stream  string
 	chunk   [][]byte
@@ -181,18 +201,67 @@ type logChunk struct {
 
 // WriteJSON implements rpc.JSONStreamer.
 func (c *logChunk) WriteJSON(w io.Writer) error {
-	head := append((*c.scratch)[:0], `{"stream":"`...)
-	head = append(head, c.stream...)
-	head = append(head, `","chunk":"`...)
-	*c.scratch = head
-	if _, err := w.Write(head); err != nil {
-		return err
-	}
+	e := jsonStringWriter{w: w, buf: (*c.scratch)[:0]}
+	e.buf = append(e.buf, `{"stream":"`...)
+	e.buf = append(e.buf, c.stream...)
+	e.buf = append(e.buf, `","chunk":"`...)
 	for _, p := range c.chunk {
-		if _, err := w.Write(p); err != nil {
+		if err := e.write(p); err != nil {
 			return err
 		}
 	}
-	_, err := io.WriteString(w, `"}`)
+	if err := e.finish(); err != nil {
+		return err
+	}
+	e.buf = append(e.buf, `"}`...)
+	err := e.flush()
+	*c.scratch = e.buf[:0]
 	return err
+}
+
+// ---- runs: a byte string held as consecutive pieces ----
+
+func runLen(run [][]byte) int {
+	n := 0
+	for _, p := range run {
+		n += len(p)
+	}
+	return n
+}
+
+// runSuffix copies out the last (up to) k bytes of run.
+func runSuffix(run [][]byte, k int) []byte {
+	var out []byte
+	for i := len(run) - 1; i >= 0 && len(out) < k; i-- {
+		p := run[i]
+		take := min(k-len(out), len(p))
+		out = append(append([]byte(nil), p[len(p)-take:]...), out...)
+	}
+	return out
+}
+
+// splitRun cuts run after n bytes.
+func splitRun(run [][]byte, n int) (head, tail [][]byte) {
+	for i, p := range run {
+		if n == 0 {
+			return head, run[i:]
+		}
+		if len(p) <= n {
+			head = append(head, p)
+			n -= len(p)
+			continue
+		}
+		head = append(head, p[:n:n])
+		return head, append([][]byte{p[n:]}, run[i+1:]...)
+	}
+	return head, nil
+}
+
+// runBytes copies run into one slice.
+func runBytes(run [][]byte) []byte {
+	out := make([]byte, 0, runLen(run))
+	for _, p := range run {
+		out = append(out, p...)
+	}
+	return out
 }

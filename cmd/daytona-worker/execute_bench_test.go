@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"sort"
@@ -175,6 +176,33 @@ func relayBenchLines(b *testing.B) int {
 	return mb * 1000
 }
 
+// relayBenchOutput is the command of BenchmarkExecuteRelay with the digest
+// and size of its stdout: DAYTONA_BENCH_RELAY_MB megabytes of 1000-byte text
+// lines, or with DAYTONA_BENCH_RELAY_OUTPUT=control of lines of \x03 bytes
+// (output at its most expensive to escape: six bytes of JSON per byte; not
+// \x01 or \x02, which the log format takes for stream markers when three
+// come in a row).
+func relayBenchOutput(b *testing.B) (script string, sum uint64, size int64) {
+	n := relayBenchLines(b)
+	switch kind := os.Getenv("DAYTONA_BENCH_RELAY_OUTPUT"); kind {
+	case "", "text":
+		sum, size = bigOutputSum(n)
+		return bigOutputScript(n), sum, size
+	case "control":
+		line := append(bytes.Repeat([]byte{3}, 999), '\n')
+		h := newDigest()
+		for range n {
+			_, _ = h.Write(line)
+		}
+		script = fmt.Sprintf(`awk 'BEGIN { pad = sprintf("%%999s", ""); gsub(/ /, "\003", pad); `+
+			`for (i = 1; i <= %d; i++) print pad }'`, n)
+		return script, h.Sum64(), int64(n) * 1000
+	default:
+		b.Fatalf("DAYTONA_BENCH_RELAY_OUTPUT=%q: want text or control", kind)
+		return "", 0, 0
+	}
+}
+
 // benchLogFrameSize is the emulator's log frame size for the relay
 // benchmarks: DAYTONA_BENCH_LOG_FRAME bytes, else the daemon's 1 KiB.
 func benchLogFrameSize(b *testing.B) int {
@@ -190,7 +218,7 @@ func benchLogFrameSize(b *testing.B) int {
 }
 
 // BenchmarkExecuteRelay measures execute.log relay throughput for a command
-// printing DAYTONA_BENCH_RELAY_MB (default 100) MB: from the request to the
+// printing DAYTONA_BENCH_RELAY_MB (default 100) MB (see relayBenchOutput): from the request to the
 // complete reply, every byte verified once in the notifications and once in
 // the result. It reports the worker's peak RSS (VmHWM of a fresh worker per
 // iteration) in MiB and as a ratio to the output, and, for reference, the
@@ -199,9 +227,7 @@ func benchLogFrameSize(b *testing.B) int {
 // With DAYTONA_BENCH_WORKER_CPUPROFILE=path each iteration's worker writes
 // its CPU profile to path.<iteration>.
 func BenchmarkExecuteRelay(b *testing.B) {
-	n := relayBenchLines(b)
-	wantSum, size := bigOutputSum(n)
-	script := bigOutputScript(n)
+	script, wantSum, size := relayBenchOutput(b)
 	env := benchEmulator(b, emulator.Options{LogFrameSize: benchLogFrameSize(b)})
 	var elapsed, directElapsed, workerCPU time.Duration
 	var notifications int
@@ -220,7 +246,7 @@ func BenchmarkExecuteRelay(b *testing.B) {
 		b.StopTimer()
 		workerCPU += procCPU(b, h.pid) - cpu0
 		if r.Err != nil || r.StdoutSum == nil || r.StdoutSum.Sum != wantSum || r.Log.outHash.sum() != wantSum {
-			b.Fatalf("output mismatch: err %v", r.Err)
+			b.Fatalf("output mismatch: err %v, result %+v, execute.log %d bytes, want %d bytes", r.Err, r.StdoutSum, r.Log.outHash.n, size)
 		}
 		hwm, _ := procMemory(b, h.pid)
 		peak = max(peak, hwm)
@@ -277,9 +303,7 @@ func startInProcessHost(b *testing.B, opts hostOptions) *host {
 //
 //	go test -run '^$' -bench ExecuteRelayInProcess -benchtime 3x -cpuprofile cpu.out ./cmd/daytona-worker/
 func BenchmarkExecuteRelayInProcess(b *testing.B) {
-	n := relayBenchLines(b)
-	wantSum, size := bigOutputSum(n)
-	script := bigOutputScript(n)
+	script, wantSum, size := relayBenchOutput(b)
 	env := benchEmulator(b, emulator.Options{})
 	h := startInProcessHost(b, hostOptions{hashResults: true})
 	l := h.acquire(leaseConfig(env, ""))

@@ -234,20 +234,21 @@ func (r *jsonLineReader) stringTo(w io.Writer) (int64, error) {
 		if err != nil {
 			return n, err
 		}
+		var one [utf8.UTFMax]byte
 		var out []byte
 		switch e {
 		case '"', '\\', '/':
-			out = []byte{e}
+			out = append(one[:0], e)
 		case 'b':
-			out = []byte{'\b'}
+			out = append(one[:0], '\b')
 		case 'f':
-			out = []byte{'\f'}
+			out = append(one[:0], '\f')
 		case 'n':
-			out = []byte{'\n'}
+			out = append(one[:0], '\n')
 		case 'r':
-			out = []byte{'\r'}
+			out = append(one[:0], '\r')
 		case 't':
-			out = []byte{'\t'}
+			out = append(one[:0], '\t')
 		case 'u':
 			rn, err := r.hex4()
 			if err != nil {
@@ -257,8 +258,8 @@ func (r *jsonLineReader) stringTo(w io.Writer) (int64, error) {
 				// As encoding/json: a valid pair is one rune, anything else
 				// turns the first half into U+FFFD.
 				if ahead, err := r.br.Peek(6); err == nil && ahead[0] == '\\' && ahead[1] == 'u' {
-					if lo, err := strconv.ParseUint(string(ahead[2:]), 16, 32); err == nil {
-						if dec := utf16.DecodeRune(rn, rune(lo)); dec != utf8.RuneError {
+					if lo, ok := parseHex4(ahead[2:]); ok {
+						if dec := utf16.DecodeRune(rn, lo); dec != utf8.RuneError {
 							_, _ = r.br.Discard(6)
 							rn = dec
 						} else {
@@ -269,7 +270,7 @@ func (r *jsonLineReader) stringTo(w io.Writer) (int64, error) {
 					rn = utf8.RuneError
 				}
 			}
-			out = utf8.AppendRune(nil, rn)
+			out = utf8.AppendRune(one[:0], rn)
 		default:
 			return n, fmt.Errorf("bad escape \\%c", e)
 		}
@@ -281,15 +282,34 @@ func (r *jsonLineReader) stringTo(w io.Writer) (int64, error) {
 }
 
 func (r *jsonLineReader) hex4() (rune, error) {
-	b := make([]byte, 4)
-	if _, err := io.ReadFull(r.br, b); err != nil {
+	b, err := r.br.Peek(4)
+	if err != nil {
 		return 0, err
 	}
-	v, err := strconv.ParseUint(string(b), 16, 32)
-	if err != nil {
+	v, ok := parseHex4(b)
+	if !ok {
 		return 0, fmt.Errorf("bad \\u escape %q", b)
 	}
-	return rune(v), nil
+	_, _ = r.br.Discard(4)
+	return v, nil
+}
+
+// parseHex4 reads the four hex digits of a \u escape.
+func parseHex4(b []byte) (rune, bool) {
+	var v rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			v = v<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			v = v<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			v = v<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
 }
 
 type prefixWriter struct {
