@@ -258,7 +258,7 @@ func plainPrefix(p []byte) int {
 		}
 	}
 	for ; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+		if c := p[i]; c >= utf8.RuneSelf || !jsonPlain[c] {
 			return i
 		}
 	}
