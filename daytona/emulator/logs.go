@@ -53,12 +53,11 @@ func isWebSocket(r *http.Request) bool {
 
 // logFollower reads a command's log from the start and knows when it is over.
 type logFollower struct {
-	s    *Server
-	se   *session
-	c    *sessCmd
-	f    *os.File
-	buf  []byte
-	size int
+	s   *Server
+	se  *session
+	c   *sessCmd
+	f   *os.File
+	buf []byte // one read's worth
 }
 
 // next reads what is available. over reports that nothing more will come:
@@ -68,7 +67,7 @@ func (lf *logFollower) next() (chunk []byte, over bool, wait <-chan struct{}, er
 	lf.s.mu.Lock()
 	done := lf.c.exitCode != nil || lf.se.deleted
 	lf.s.mu.Unlock()
-	n, err := lf.f.Read(lf.buf[:lf.size])
+	n, err := lf.f.Read(lf.buf)
 	if n > 0 {
 		return lf.buf[:n], false, wait, nil
 	}
@@ -102,8 +101,7 @@ func (s *Server) followLogsWS(w http.ResponseWriter, r *http.Request, se *sessio
 	defer f.Close()
 	// Read what is there in large pieces; sendFrames cuts them into the
 	// daemon's frame size.
-	readSize := max(logReadSize, s.opts.logFrameSize())
-	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, readSize), size: readSize}
+	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, max(logReadSize, s.opts.logFrameSize()))}
 	var strip markerStripper
 	for {
 		chunk, over, wait, err := lf.next()
@@ -179,7 +177,7 @@ func (s *Server) followLogsHTTP(w http.ResponseWriter, r *http.Request, se *sess
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
-	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, 32<<10), size: 32 << 10}
+	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, 32<<10)}
 	var strip markerStripper
 	for {
 		chunk, over, wait, err := lf.next()
