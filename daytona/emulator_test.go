@@ -195,7 +195,10 @@ func TestEmulatorCreateFromImage(t *testing.T) {
 
 func TestEmulatorTypedErrors(t *testing.T) {
 	t.Parallel()
-	e := startEnv(t, emulator.Options{StepDelay: 300 * time.Millisecond, ReturnTransitional: true})
+	// Steps long enough that a start sent right after a stop still finds
+	// the sandbox stopping on a loaded machine, waited for in real time.
+	e := startEnv(t, emulator.Options{StepDelay: 2 * time.Second, ReturnTransitional: true},
+		func(c *daytona.Config) { c.Clock = nil })
 	ctx := t.Context()
 	sb, tb := e.create(t, daytona.CreateParams{Name: "dup"})
 
@@ -974,10 +977,21 @@ func TestEmulatorPty(t *testing.T) {
 	if err != nil || info.Cols != 100 || info.Rows != 30 {
 		t.Fatalf("Resize = %+v, %v", info, err)
 	}
-	if err := h.SendInput(ctx, []byte("stty size\n")); err != nil {
-		t.Fatal(err)
+	// Ask until the shell reports the new size: an interactive bash busy
+	// with its prompt can answer a typed-ahead line with the old one.
+	for i := 0; !strings.Contains(out.String(), "30 100"); i++ {
+		if i == 20 {
+			t.Fatalf("never saw the new size in %q", out.String())
+		}
+		stale := strings.Count(out.String(), "40 120")
+		if err := h.SendInput(ctx, []byte("stty size\n")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "an answer to stty size", func() bool {
+			o := out.String()
+			return strings.Contains(o, "30 100") || strings.Count(o, "40 120") > stale
+		})
 	}
-	waitFor(t, "new size", func() bool { return strings.Contains(out.String(), "30 100") })
 	got, err := tb.GetPty(ctx, "term")
 	if err != nil || got.Cols != 100 || !got.Active {
 		t.Errorf("GetPty = %+v, %v", got, err)

@@ -196,7 +196,9 @@ func TestFollowLogsContextDeadline(t *testing.T) {
 		// Never closes by itself; returns once the client has gone.
 		<-conn.CloseRead(r.Context()).Done()
 	})
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	// The deadline must also cover the dial and the first frame, so it is
+	// not short; the stream never ends, so the test always waits it out.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	var o bytes.Buffer
 	_, err := c.ToolboxFor("sb", srv.URL+"/toolbox").FollowSessionCommandLogs(ctx, "s1", "c1", FollowOptions{Stdout: &o})

@@ -1206,10 +1206,10 @@ func TestExecuteTimeoutEndsTheCommand(t *testing.T) {
 			marker := filepath.Join(sandboxView(t, env, l.id).HomeDir, "touched-after-the-timeout")
 			// $0 and the sleep's argument make the command's processes
 			// findable in /proc.
-			name, sleep := randomToken("timeout-victim"), uniqueSleep(4)
+			name, sleep := randomToken("timeout-victim"), uniqueSleep(6)
 			script := `echo before; echo err-before >&2; sleep ` + sleep + `; touch "$1"`
 			start := time.Now()
-			r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", script, name, marker}, timeoutMs: 1500, bypass: bypass})
+			r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", script, name, marker}, timeoutMs: 2500, bypass: bypass})
 			requireResult(t, r)
 			assert.Nil(t, r.ExitCode)
 			assert.True(t, r.TimedOut)
@@ -1223,15 +1223,15 @@ func TestExecuteTimeoutEndsTheCommand(t *testing.T) {
 			} else {
 				// The output printed before the timeout is kept, and was streamed.
 				assert.Equal(t, "before\n", r.Stdout)
-				assert.Equal(t, "err-before\nCommand timed out after 2 s.\n", r.Stderr)
+				assert.Equal(t, "err-before\nCommand timed out after 3 s.\n", r.Stderr)
 				assert.Equal(t, "before\n", r.LogStdout)
 				assert.Equal(t, "err-before\n", r.LogStderr, "the timeout notice is not part of the streamed output")
 				assert.Zero(t, sandboxView(t, env, l.id).Sessions, "the timed-out command's session is gone")
 				assert.Equal(t, 1, requestCount(env, routeDeleteSession))
 			}
 			assertNoProcessWith(t, name, sleep)
-			// Left alive, the command would touch the marker about 4 s in.
-			time.Sleep(time.Until(start.Add(5500 * time.Millisecond)))
+			// Left alive, the command would touch the marker about 6 s in.
+			time.Sleep(time.Until(start.Add(7500 * time.Millisecond)))
 			_, err := os.Stat(marker)
 			assert.True(t, errors.Is(err, os.ErrNotExist), "the timed-out command ran on: %v", err)
 
@@ -1247,12 +1247,12 @@ func TestExecuteTimeoutEndsTheCommand(t *testing.T) {
 
 				// A command that keeps printing until the timeout: what it
 				// printed is streamed and kept, nothing comes after the reply.
-				r = h.execute(l, cmdSpec{command: "sh", args: []string{"-c", `while :; do echo tick; sleep 0.05; done`}, timeoutMs: 1000})
+				r = h.execute(l, cmdSpec{command: "sh", args: []string{"-c", `while :; do echo tick; sleep 0.05; done`}, timeoutMs: 2000})
 				requireResult(t, r)
 				assert.True(t, r.TimedOut)
 				assert.NotEmpty(t, r.Stdout)
 				assert.Equal(t, "", strings.ReplaceAll(r.Stdout, "tick\n", ""))
-				assert.Equal(t, "Command timed out after 1 s.\n", r.Stderr)
+				assert.Equal(t, "Command timed out after 2 s.\n", r.Stderr)
 				assert.Equal(t, r.Stdout, r.LogStdout)
 				time.Sleep(300 * time.Millisecond)
 				_, _, lg := h.logs(r.invocation)
@@ -1263,10 +1263,14 @@ func TestExecuteTimeoutEndsTheCommand(t *testing.T) {
 	}
 }
 
-const gitTimeoutMessage = "Git network operation timed out after 1 s — the remote may be unreachable or noninteractive credentials are not configured.\n"
+// gitTimeoutMessage is the reference's notice for a git network command
+// that ran out its timeout of secs seconds.
+func gitTimeoutMessage(secs int) string {
+	return fmt.Sprintf("Git network operation timed out after %d s — the remote may be unreachable or noninteractive credentials are not configured.\n", secs)
+}
 
 // TestExecuteCapsGitNetworkCommands runs a fake git (first on PATH, it
-// prints and hangs) under a 1 s timeout: the detection decides the wording.
+// prints and hangs) under a short timeout: the detection decides the wording.
 // The cap itself is min(timeout, 120 s), so any timeout below 120 s shows the
 // same number either way.
 func TestExecuteCapsGitNetworkCommands(t *testing.T) {
@@ -1328,20 +1332,22 @@ func TestExecuteCapsGitNetworkCommands(t *testing.T) {
 			assert.True(t, r.TimedOut, "%s %v", tt.command, tt.args)
 			want := "request timeout: command execution timeout\n"
 			if tt.network {
-				want = gitTimeoutMessage
+				want = gitTimeoutMessage(1)
 			}
 			assert.Equal(t, want, r.Stderr, "%s %v", tt.command, tt.args)
 		}
 	})
 	t.Run("session", func(t *testing.T) {
+		// Long enough for the fake git's first line to arrive before the
+		// timeout on a loaded machine.
 		for _, tt := range []struct {
 			args []string
 			want string
 		}{
-			{[]string{"-C", ".", "fetch", "origin"}, gitTimeoutMessage},
-			{[]string{"status"}, "Command timed out after 1 s.\n"},
+			{[]string{"-C", ".", "fetch", "origin"}, gitTimeoutMessage(3)},
+			{[]string{"status"}, "Command timed out after 3 s.\n"},
 		} {
-			r := h.execute(l, cmdSpec{command: "git", args: tt.args, env: path, timeoutMs: 1000})
+			r := h.execute(l, cmdSpec{command: "git", args: tt.args, env: path, timeoutMs: 3000})
 			requireResult(t, r)
 			assert.True(t, r.TimedOut)
 			assert.Equal(t, "fake-git "+strings.Join(tt.args, " ")+"\n", r.Stdout, "the fake git ran")
@@ -1656,8 +1662,10 @@ func TestExecuteReleaseWithCancelActiveWorkStopsTheCommand(t *testing.T) {
 
 	v := sandboxView(t, env, l.id)
 	assert.Equal(t, "stopped", v.State)
-	assert.Zero(t, v.Processes, "processes of the stopped sandbox")
 	assert.Zero(t, v.Sessions)
+	// The emulator's stop waits a bounded time for killed processes to go.
+	assert.True(t, eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).Processes == 0 }),
+		"processes of the stopped sandbox")
 	assertNoProcessWith(t, name, sleep)
 	_, err := os.Stat(marker)
 	assert.True(t, errors.Is(err, os.ErrNotExist), "the cancelled command ran on: %v", err)

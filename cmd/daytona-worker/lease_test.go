@@ -202,6 +202,7 @@ func TestLeaseTranscripts(t *testing.T) {
 			vars := env.vars(nil)
 			vars["CFG"] = leaseConfig(env, tt.cfg)
 			vars["FAST_CFG"] = leaseConfig(env, `,"timeoutMs":1000`)
+			vars["PLAIN_CFG"] = leaseConfig(env, "")
 			vars["IN_TWO_HOURS"] = transcript.StringVar(time.Now().Add(2*time.Hour + 30*time.Second).UTC().Format(time.RFC3339))
 			vars["IN_THIRTY_SECONDS"] = transcript.StringVar(time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339))
 			playTranscriptWithHooks(t, transcriptPath(tt.name), vars, leaseHooks(t, env), nil)

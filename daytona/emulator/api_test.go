@@ -285,7 +285,10 @@ func TestTransitions(t *testing.T) {
 	})
 	t.Run("real steps", func(t *testing.T) {
 		t.Parallel()
-		_, c := start(t, emulator.Options{StepDelay: 30 * time.Millisecond, ReturnTransitional: true})
+		// Each transitional state must still hold when the reply (and, for
+		// destroying, a second request) comes back: steps long enough for a
+		// stalled handler on a loaded machine.
+		_, c := start(t, emulator.Options{StepDelay: 400 * time.Millisecond, ReturnTransitional: true})
 		r := c.api("POST", "/sandbox", map[string]any{})
 		sb := r.obj(t)
 		id := sb["id"].(string)
