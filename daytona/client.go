@@ -101,6 +101,7 @@ type Client struct {
 	clock   Clock
 	randf   func() float64
 	version string
+	streams *streamDialer // nil: log streams are not prepared
 }
 
 // New builds a Client from cfg.
@@ -128,6 +129,7 @@ func New(cfg Config) (*Client, error) {
 	if c.http == nil {
 		c.http = NewHTTPClient()
 	}
+	c.streams = newStreamDialer(c.http)
 	if c.clock == nil {
 		c.clock = realClock{}
 	}

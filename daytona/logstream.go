@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 
@@ -49,6 +50,10 @@ type FollowOptions struct {
 	// MaxReconnects is how many times a dropped connection is re-established
 	// (resuming where it left off) before the drop is reported.
 	MaxReconnects int
+	// Prepared, from PrepareLogStream, carries the first connection's
+	// handshake when it is ready; reconnects dial as usual. It stays the
+	// caller's to Close.
+	Prepared *PreparedStream
 }
 
 // LogStreamResult reports a followed stream.
@@ -115,7 +120,11 @@ func (e *errWriter) Unwrap() error { return e.err }
 // followOnce runs one connection. A nil error means the connection ended
 // (described by readEnd); an error is final.
 func (t *Toolbox) followOnce(ctx context.Context, u *url.URL, opts FollowOptions, res *LogStreamResult) (readEnd, error) {
-	conn, err := t.c.dialWS(ctx, u, nil)
+	var prepared net.Conn
+	if res.Reconnects == 0 {
+		prepared = opts.Prepared.take(ctx)
+	}
+	conn, err := t.c.dialWS(ctx, u, nil, prepared)
 	if err != nil {
 		return readEnd{}, err
 	}

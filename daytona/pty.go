@@ -205,7 +205,7 @@ func (t *Toolbox) ConnectPty(ctx context.Context, sessionID string, opts PtyConn
 	if err != nil {
 		return nil, err
 	}
-	conn, err := t.c.dialWS(ctx, u, []string{ptyExitControl})
+	conn, err := t.c.dialWS(ctx, u, []string{ptyExitControl}, nil)
 	if err != nil {
 		return nil, err
 	}

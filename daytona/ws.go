@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -14,8 +15,9 @@ import (
 
 // dialWS opens a WebSocket to u (an http(s) URL) with the client's headers.
 // A refused handshake becomes an *APIError; handshakes are reads, so they
-// follow the retry policy.
-func (c *Client) dialWS(ctx context.Context, u *url.URL, subprotocols []string) (*websocket.Conn, error) {
+// follow the retry policy. A prepared connection (may be nil) carries the
+// first attempt; retries dial as usual.
+func (c *Client) dialWS(ctx context.Context, u *url.URL, subprotocols []string, prepared net.Conn) (*websocket.Conn, error) {
 	ws := *u
 	switch ws.Scheme {
 	case "https":
@@ -26,11 +28,21 @@ func (c *Client) dialWS(ctx context.Context, u *url.URL, subprotocols []string) 
 	r := &request{method: http.MethodGet, url: u}
 	for attempt := 1; ; attempt++ {
 		header := c.header.Clone()
+		client := c.http
+		if prepared != nil {
+			client = preparedClient(prepared)
+			prepared = nil
+		}
 		conn, resp, err := websocket.Dial(ctx, ws.String(), &websocket.DialOptions{
-			HTTPClient:   c.http,
+			HTTPClient:   client,
 			HTTPHeader:   header,
 			Subprotocols: subprotocols,
 		})
+		if client != c.http {
+			// A refused handshake leaves the connection idle in the one-off
+			// transport: close it rather than leave it to its goroutines.
+			client.CloseIdleConnections()
+		}
 		if err == nil {
 			// Messages are consumed as streams, never buffered whole, so no
 			// read limit is needed.
