@@ -342,6 +342,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	defer cancel()
 	tb := c.s.toolbox()
 	start := c.w.now()
+	// The log stream's connection is opened while the command is dispatched.
+	prepared := tb.PrepareLogStream(runCtx)
+	defer prepared.Close()
 	dispatched, err := tb.SessionExec(runCtx, sessionID, daytona.SessionExecRequest{Command: "( " + script + " )", Async: true})
 	if err != nil {
 		if c.expired(ctx, runCtx) {
@@ -358,7 +361,7 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	relay := newLogNotifier(func(params any) error {
 		return c.w.host.Notify(ctx, protocol.NotifyExecuteLog, params)
 	})
-	streamed := c.follow(runCtx, tb, sessionID, dispatched.CmdID, relay)
+	streamed := c.follow(runCtx, tb, sessionID, dispatched.CmdID, relay, prepared)
 	if !streamed && !c.expired(ctx, runCtx) {
 		// The stream could not be followed to its end: poll the command,
 		// then take the missing tail from the logs endpoint.
@@ -391,7 +394,7 @@ func (c *command) expired(ctx, runCtx context.Context) bool {
 // It reconnects once after a drop (the client drops the replayed prefix by
 // byte offset). A stream that goes silent is checked: if the command already
 // finished, the stream is abandoned rather than waited on forever.
-func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *logRelay) bool {
+func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *logRelay, prepared *daytona.PreparedStream) bool {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	activity := make(chan struct{}, 1)
@@ -411,7 +414,7 @@ func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cm
 		})
 	}
 	_, err := tb.FollowSessionCommandLogs(fctx, sessionID, cmdID, daytona.FollowOptions{
-		Stdout: touch(relay.stream(0)), Stderr: touch(relay.stream(1)), MaxReconnects: 1,
+		Stdout: touch(relay.stream(0)), Stderr: touch(relay.stream(1)), MaxReconnects: 1, Prepared: prepared,
 	})
 	if err != nil {
 		c.w.log.Debug().Str("sandbox", c.s.id()).Err(err).Msg("log stream ended early; falling back to polling")

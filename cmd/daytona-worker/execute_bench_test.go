@@ -49,13 +49,16 @@ const loginScriptTrue = `if [ -f /etc/profile ]; then . /etc/profile >/dev/null 
 	`env GIT_TERMINAL_PROMPT='0' GCM_INTERACTIVE='Never' GIT_ASKPASS='echo' SSH_ASKPASS='echo' SSH_ASKPASS_REQUIRE='force' 'true'`
 
 // directSessionRun does what the worker does for one session command:
-// dispatch async, follow the log WebSocket to its close, read the exit code.
+// dispatch async while preparing the log stream's connection, follow the log
+// WebSocket to its close, read the exit code.
 func directSessionRun(ctx context.Context, tb *daytona.Toolbox, sessionID, command string, stdout, stderr io.Writer) (*int, error) {
+	prepared := tb.PrepareLogStream(ctx)
+	defer prepared.Close()
 	cmd, err := tb.SessionExec(ctx, sessionID, daytona.SessionExecRequest{Command: command, Async: true})
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tb.FollowSessionCommandLogs(ctx, sessionID, cmd.CmdID, daytona.FollowOptions{Stdout: stdout, Stderr: stderr}); err != nil {
+	if _, err := tb.FollowSessionCommandLogs(ctx, sessionID, cmd.CmdID, daytona.FollowOptions{Stdout: stdout, Stderr: stderr, Prepared: prepared}); err != nil {
 		return nil, err
 	}
 	got, err := tb.GetSessionCommand(ctx, sessionID, cmd.CmdID)
