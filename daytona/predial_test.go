@@ -255,3 +255,32 @@ func TestPrepareLogStreamStepsAside(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestStalePreparedConnectionFallsBackAtOnce: a prepared connection the
+// server closed while it waited costs neither the stream nor a back-off.
+func TestStalePreparedConnectionFallsBackAtOnce(t *testing.T) {
+	t.Parallel()
+	c, mux, srv, clock := setup(t)
+	h, conns := serveLog(t, logStream(), 1024, 0, websocket.StatusNormalClosure)
+	mux.Handle("GET /toolbox/sb/process/session/s1/command/c1/logs", h)
+	client, server := net.Pipe()
+	_ = server.Close()
+	done := make(chan struct{})
+	close(done)
+	stale := &PreparedStream{cancel: func() {}, done: done, conn: client}
+	var o, e bytes.Buffer
+	res, err := c.ToolboxFor("sb", srv.URL+"/toolbox").FollowSessionCommandLogs(t.Context(), "s1", "c1", FollowOptions{Stdout: &o, Stderr: &e, Prepared: stale})
+	if err != nil || res.End != StreamClosed {
+		t.Fatalf("follow: %+v, %v", res, err)
+	}
+	wantOut, wantErr := refDemux(logStream())
+	if !bytes.Equal(o.Bytes(), wantOut) || !bytes.Equal(e.Bytes(), wantErr) {
+		t.Errorf("output differs: %d/%d bytes, want %d/%d", o.Len(), e.Len(), len(wantOut), len(wantErr))
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d stream connections reached the server, want 1", n)
+	}
+	if sleeps := clock.Sleeps(); len(sleeps) != 0 {
+		t.Errorf("backed off %v before dialing as usual", sleeps)
+	}
+}

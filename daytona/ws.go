@@ -42,6 +42,12 @@ func (c *Client) dialWS(ctx context.Context, u *url.URL, subprotocols []string, 
 			// A refused handshake leaves the connection idle in the one-off
 			// transport: close it rather than leave it to its goroutines.
 			client.CloseIdleConnections()
+			if err != nil && (resp == nil || resp.StatusCode == 0) && ctx.Err() == nil {
+				// The prepared connection failed before any answer (closed
+				// while it waited): no retry spent, dial as usual at once.
+				attempt--
+				continue
+			}
 		}
 		if err == nil {
 			// Messages are consumed as streams, never buffered whole, so no
