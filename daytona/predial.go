@@ -85,6 +85,7 @@ func newStreamDialer(hc *http.Client) *streamDialer {
 		rt = http.DefaultTransport
 	}
 	tr, ok := rt.(*http.Transport)
+	//lint:ignore SA1019 a caller's transport may still set the deprecated dial hooks; then we must not dial past them.
 	if !ok || tr.DialTLSContext != nil || tr.DialTLS != nil || (tr.DialContext == nil && tr.Dial != nil) {
 		// Not a transport whose dialing we can repeat.
 		return nil
