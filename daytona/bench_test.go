@@ -144,7 +144,7 @@ func BenchmarkUpload(b *testing.B) {
 	b.ReportAllocs()
 	probe := startMemProbe()
 	for b.Loop() {
-		if _, err := tb.UploadFiles(ctx, []daytona.Upload{{Path: "big.bin", Reader: &patternReader{n: transferSize}}}); err != nil {
+		if _, err := tb.UploadFiles(ctx, []daytona.Upload{{Path: "big.bin", Reader: daytona.NewPatternReader(transferSize)}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -156,10 +156,10 @@ func BenchmarkDownload(b *testing.B) {
 	e := startEnv(b, emulator.Options{StepDelay: emulator.Synchronous})
 	ctx := b.Context()
 	_, tb := e.create(b, daytona.CreateParams{})
-	if _, err := tb.UploadFiles(ctx, []daytona.Upload{{Path: "big.bin", Reader: &patternReader{n: transferSize}}}); err != nil {
+	if _, err := tb.UploadFiles(ctx, []daytona.Upload{{Path: "big.bin", Reader: daytona.NewPatternReader(transferSize)}}); err != nil {
 		b.Fatal(err)
 	}
-	want := patternSum(transferSize)
+	want := daytona.PatternHash(transferSize)
 	b.SetBytes(transferSize)
 	b.ReportAllocs()
 	probe := startMemProbe()
@@ -182,7 +182,7 @@ func BenchmarkDownloadDiscard(b *testing.B) {
 	e := startEnv(b, emulator.Options{StepDelay: emulator.Synchronous})
 	ctx := b.Context()
 	_, tb := e.create(b, daytona.CreateParams{})
-	if _, err := tb.UploadFiles(ctx, []daytona.Upload{{Path: "big.bin", Reader: &patternReader{n: transferSize}}}); err != nil {
+	if _, err := tb.UploadFiles(ctx, []daytona.Upload{{Path: "big.bin", Reader: daytona.NewPatternReader(transferSize)}}); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(transferSize)

@@ -737,28 +737,6 @@ func TestEmulatorLogStreamDropAndReconnect(t *testing.T) {
 	e.noUnmatched(t)
 }
 
-// patternReader generates n deterministic bytes without holding them.
-type patternReader struct{ n, off int64 }
-
-func (p *patternReader) Read(b []byte) (int, error) {
-	if p.off >= p.n {
-		return 0, io.EOF
-	}
-	k := min(int64(len(b)), p.n-p.off)
-	for i := range k {
-		x := p.off + i
-		b[i] = byte(x*7 + x>>8)
-	}
-	p.off += k
-	return int(k), nil
-}
-
-func patternSum(n int64) []byte {
-	h := sha256.New()
-	_, _ = io.Copy(h, &patternReader{n: n})
-	return h.Sum(nil)
-}
-
 func TestEmulatorFiles(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, emulator.Options{StepDelay: emulator.Synchronous})
@@ -774,7 +752,7 @@ func TestEmulatorFiles(t *testing.T) {
 	}
 	ups, err := tb.UploadFiles(ctx, []daytona.Upload{
 		{Path: "tree/a.txt", Reader: strings.NewReader("alpha")},
-		{Path: wd + "/tree/new/b.bin", Reader: &patternReader{n: 300 << 10}},
+		{Path: wd + "/tree/new/b.bin", Reader: daytona.NewPatternReader(300 << 10)},
 		{Path: "tree/empty", Reader: strings.NewReader("")},
 	})
 	if err != nil || len(ups) != 3 {
@@ -817,7 +795,7 @@ func TestEmulatorFiles(t *testing.T) {
 	if res[0].Err != nil || a.String() != "alpha" {
 		t.Errorf("moved.txt: %+v %q", res[0], a.String())
 	}
-	if res[1].Err != nil || res[1].Bytes != 300<<10 || !bytes.Equal(h.Sum(nil), patternSum(300<<10)) {
+	if res[1].Err != nil || res[1].Bytes != 300<<10 || !bytes.Equal(h.Sum(nil), daytona.PatternHash(300<<10)) {
 		t.Errorf("b.bin: %+v", res[1])
 	}
 	if !errors.Is(res[2].Err, daytona.ErrNotFound) {
@@ -887,7 +865,7 @@ func TestEmulatorLargeTransferFlatMemory(t *testing.T) {
 	const bound = 24 << 20
 	base := liveHeap()
 	stop := heapPeak()
-	ups, err := tb.UploadFiles(ctx, []daytona.Upload{{Path: "big.bin", Reader: &patternReader{n: size}}})
+	ups, err := tb.UploadFiles(ctx, []daytona.Upload{{Path: "big.bin", Reader: daytona.NewPatternReader(size)}})
 	upPeak := stop()
 	if err != nil || len(ups) != 1 || ups[0].Bytes != size {
 		t.Fatalf("upload = %+v, %v", ups, err)
@@ -899,11 +877,11 @@ func TestEmulatorLargeTransferFlatMemory(t *testing.T) {
 	if err != nil || res[0].Err != nil || res[0].Bytes != size {
 		t.Fatalf("download = %+v, %v", res, err)
 	}
-	if !bytes.Equal(h.Sum(nil), patternSum(size)) {
+	if !bytes.Equal(h.Sum(nil), daytona.PatternHash(size)) {
 		t.Fatal("downloaded content differs")
 	}
 	h.Reset()
-	if n, err := tb.DownloadFile(ctx, "big.bin", h); err != nil || n != size || !bytes.Equal(h.Sum(nil), patternSum(size)) {
+	if n, err := tb.DownloadFile(ctx, "big.bin", h); err != nil || n != size || !bytes.Equal(h.Sum(nil), daytona.PatternHash(size)) {
 		t.Fatalf("DownloadFile = %d, %v", n, err)
 	}
 	t.Logf("heap growth: upload %d KiB, download %d KiB (file %d KiB)", sat(upPeak, base)>>10, sat(downPeak, base)>>10, size>>10)
@@ -917,24 +895,6 @@ func sat(a, b uint64) uint64 {
 		return 0
 	}
 	return a - b
-}
-
-// syncBuffer is safe to read while the PTY goroutine writes into it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -962,7 +922,7 @@ func TestEmulatorPty(t *testing.T) {
 	if _, err := tb.CreatePty(ctx, daytona.PtyCreateRequest{ID: "term"}); !errors.Is(err, daytona.ErrConflict) {
 		t.Errorf("duplicate PTY: %v", err)
 	}
-	var out syncBuffer
+	var out daytona.SyncBuffer
 	h, err := tb.ConnectPty(ctx, "term", daytona.PtyConnectOptions{Output: &out})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +19,6 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
-	"github.com/paperclipai/daytona-worker/rpc"
 )
 
 // TestExecuteOpensTheLogStreamConnectionDuringDispatch checks that a
@@ -60,15 +58,10 @@ func TestExecuteOpensTheLogStreamConnectionDuringDispatch(t *testing.T) {
 	w := New(discardHost{}, Options{Logger: zerolog.Nop(), HTTPClient: hc})
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
 
-	cfg := fmt.Sprintf(`{"apiKey":%q,"apiUrl":%q,"timeoutMs":60000}`, env.APIKey, front.URL+"/api")
-	base := `"driverKey":"daytona","companyId":"c","environmentId":"e","config":` + cfg
+	l := acquireThroughHandler(t, w, env.APIKey, front.URL+"/api")
 	ctx := t.Context()
-	res, err := w.Handle(ctx, &rpc.Request{Method: "environmentAcquireLease", Params: json.RawMessage(`{` + base + `,"runId":"r"}`)})
-	require.NoError(t, err)
-	lease := *res.(leaseResult).ProviderLeaseID
-	exec := json.RawMessage(`{` + base + `,"lease":{"providerLeaseId":"` + lease + `"},"command":"echo","args":["hi"]}`)
 	run := func() {
-		res, err := w.Handle(ctx, &rpc.Request{Method: "environmentExecute", Params: exec})
+		res, err := l.execute(ctx, `"command":"echo","args":["hi"]`)
 		require.NoError(t, err)
 		out, err := json.Marshal(res)
 		require.NoError(t, err)
@@ -80,6 +73,5 @@ func TestExecuteOpensTheLogStreamConnectionDuringDispatch(t *testing.T) {
 	armed.Store(false)
 	assert.EqualValues(t, 1, dials.Load(), "a warm command dials once: the log stream's connection")
 
-	_, err = w.Handle(ctx, &rpc.Request{Method: "environmentDestroyLease", Params: json.RawMessage(`{` + base + `,"providerLeaseId":"` + lease + `"}`)})
-	require.NoError(t, err)
+	require.NoError(t, l.destroy(ctx))
 }

@@ -1,10 +1,15 @@
 package worker
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"testing"
 
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
 )
 
 func sha256Hex(s string) string {
@@ -16,4 +21,38 @@ func acquireParamsForTest(company, env, agent string, ws, issue *string, adapter
 	p := protocol.AcquireLeaseParams{AgentID: agent, ExecutionWorkspaceID: ws, AdapterType: adapter}
 	p.CompanyID, p.EnvironmentID, p.IssueID = company, env, issue
 	return p
+}
+
+// handlerLease is a lease acquired by calling a worker's handler directly
+// (no pipes, no host), with the params its methods need.
+type handlerLease struct {
+	w    *Worker
+	base string // driverKey, scope and config members of every call
+	id   string
+}
+
+// acquireThroughHandler acquires a lease from the emulator at apiURL.
+func acquireThroughHandler(tb testing.TB, w *Worker, apiKey, apiURL string) *handlerLease {
+	tb.Helper()
+	cfg := fmt.Sprintf(`{"apiKey":%q,"apiUrl":%q,"timeoutMs":60000}`, apiKey, apiURL)
+	l := &handlerLease{w: w, base: `"driverKey":"daytona","companyId":"c","environmentId":"e","config":` + cfg}
+	res, err := w.Handle(context.Background(), &rpc.Request{Method: "environmentAcquireLease", Params: json.RawMessage(`{` + l.base + `,"runId":"r"}`)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l.id = *res.(leaseResult).ProviderLeaseID
+	return l
+}
+
+// execute runs environmentExecute with the command and args members given
+// as JSON (e.g. `"command":"true"`).
+func (l *handlerLease) execute(ctx context.Context, command string) (any, error) {
+	params := json.RawMessage(`{` + l.base + `,"lease":{"providerLeaseId":"` + l.id + `"},` + command + `}`)
+	return l.w.Handle(ctx, &rpc.Request{Method: "environmentExecute", Params: params})
+}
+
+// destroy deletes the lease's sandbox.
+func (l *handlerLease) destroy(ctx context.Context) error {
+	_, err := l.w.Handle(ctx, &rpc.Request{Method: "environmentDestroyLease", Params: json.RawMessage(`{` + l.base + `,"providerLeaseId":"` + l.id + `"}`)})
+	return err
 }
