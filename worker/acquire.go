@@ -44,11 +44,10 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	if err := decodeParams(protocol.MethodEnvironmentAcquireLease, raw, &p); err != nil {
 		return nil, err
 	}
-	rc, err := decodeRawConfig(p.Config)
+	rc, cfg, err := decodeConfig(protocol.MethodEnvironmentAcquireLease, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentAcquireLease, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	if msg := cfg.runtimeResourceError(); msg != "" {
 		return nil, errors.New(msg)
 	}

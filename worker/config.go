@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/paperclipai/daytona-worker/protocol"
 )
 
 // Config defaults, in the units the plugin uses.
@@ -46,6 +48,18 @@ type DriverConfig struct {
 
 // rawConfig is the host's config object, decoded with JSON numbers kept.
 type rawConfig map[string]any
+
+// decodeConfig decodes the config member of a method's params: the host's
+// object as sent (metadata and validation read its keys) and the plugin's
+// lenient parse of it. A config that is not a JSON object is invalid params
+// for method. Every handler that takes a config decodes it here.
+func decodeConfig(method string, raw json.RawMessage) (rawConfig, DriverConfig, error) {
+	rc, err := decodeRawConfig(raw)
+	if err != nil {
+		return nil, DriverConfig{}, protocol.InvalidParams(method, err)
+	}
+	return rc, parseDriverConfig(rc), nil
+}
 
 func decodeRawConfig(raw json.RawMessage) (rawConfig, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {

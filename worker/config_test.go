@@ -1,13 +1,18 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
 )
 
 func rawOf(t *testing.T, js string) rawConfig {
@@ -130,4 +135,42 @@ func TestTimeoutSeconds(t *testing.T) {
 	assert.Equal(t, 1, timeoutSeconds(0))
 	assert.Equal(t, 300, timeoutSeconds(300000))
 	assert.Equal(t, 301, timeoutSeconds(300001))
+}
+
+// TestEveryConfigTakingHandlerRefusesANonObjectConfig drives each handler
+// that takes a config through the worker with one that is not a JSON object:
+// each must answer invalid params naming its own method, before any call to
+// Daytona (there is no emulator here to call).
+func TestEveryConfigTakingHandlerRefusesANonObjectConfig(t *testing.T) {
+	t.Parallel()
+	w := New(discardHost{}, Options{Logger: zerolog.Nop(), Getenv: func(string) string { return "" }})
+	lease := `"lease":{"providerLeaseId":"sbx-1"}`
+	for _, tt := range []struct{ method, extra string }{
+		{protocol.MethodEnvironmentValidateConfig, ``},
+		{protocol.MethodEnvironmentProbe, ``},
+		{protocol.MethodEnvironmentAcquireLease, `,"runId":"r"`},
+		{protocol.MethodEnvironmentResumeLease, `,"providerLeaseId":"sbx-1"`},
+		{protocol.MethodEnvironmentReleaseLease, `,"providerLeaseId":"sbx-1"`},
+		{protocol.MethodEnvironmentStopLease, `,"providerLeaseId":"sbx-1"`},
+		{protocol.MethodEnvironmentDestroyLease, `,"providerLeaseId":"sbx-1"`},
+		{protocol.MethodEnvironmentRealizeWorkspace, `,` + lease + `,"workspace":{}`},
+		{protocol.MethodEnvironmentExecute, `,` + lease + `,"command":"true"`},
+	} {
+		for _, cfg := range []string{`[1]`, `"x"`, `7`} {
+			params := json.RawMessage(`{"driverKey":"daytona","companyId":"c","environmentId":"e","config":` + cfg + tt.extra + `}`)
+			_, err := w.Handle(context.Background(), &rpc.Request{Method: tt.method, Params: params})
+			var rpcErr *protocol.Error
+			if assert.ErrorAs(t, err, &rpcErr, "%s with config %s", tt.method, cfg) {
+				assert.Equal(t, protocol.CodeInvalidParams, rpcErr.Code, tt.method)
+				assert.Equal(t, "Invalid params for "+tt.method+": config must be a JSON object", rpcErr.Message, tt.method)
+			}
+		}
+	}
+	// An absent or null config is an empty one, not an error.
+	for _, cfg := range []string{``, `null`} {
+		rc, parsed, err := decodeConfig(protocol.MethodEnvironmentExecute, json.RawMessage(cfg))
+		require.NoError(t, err)
+		assert.Empty(t, rc)
+		assert.Equal(t, float64(defaultTimeoutMs), parsed.TimeoutMs)
+	}
 }

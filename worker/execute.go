@@ -138,11 +138,10 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 	if err != nil {
 		return nil, protocol.InvalidParams(protocol.MethodEnvironmentExecute, err)
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentExecute, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentExecute, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, cfg)
 	if err != nil {
 		return nil, err

@@ -18,11 +18,10 @@ func (w *Worker) probe(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err := decodeParams(protocol.MethodEnvironmentProbe, raw, &p); err != nil {
 		return nil, err
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentProbe, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentProbe, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	meta, err := w.runProbe(ctx, p, cfg)
 	if err != nil {
 		return protocol.ProbeResult{OK: false, Summary: "Daytona sandbox probe failed.", Metadata: map[string]any{

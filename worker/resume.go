@@ -31,11 +31,10 @@ func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, err
 	if err := decodeParams(protocol.MethodEnvironmentResumeLease, raw, &p); err != nil {
 		return nil, err
 	}
-	rc, err := decodeRawConfig(p.Config)
+	rc, cfg, err := decodeConfig(protocol.MethodEnvironmentResumeLease, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentResumeLease, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	if strings.TrimSpace(p.ProviderLeaseID) == "" {
 		return nil, protocol.InvalidParams(protocol.MethodEnvironmentResumeLease, errors.New("params.providerLeaseId must be a non-empty string"))
 	}
@@ -128,11 +127,10 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 	if err := decodeParams(protocol.MethodEnvironmentRealizeWorkspace, raw, &p); err != nil {
 		return nil, err
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentRealizeWorkspace, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentRealizeWorkspace, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	cwd := "/paperclip-workspace"
 	switch {
 	case p.Lease.Metadata != nil && strings.TrimSpace(asString(p.Lease.Metadata["remoteCwd"])) != "":

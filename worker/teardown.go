@@ -64,17 +64,14 @@ func (t *teardown) end() {
 	t.w.leases.evictHandle(t.key, nil)
 }
 
-// decodeTeardown decodes release/stop/destroy params and builds the scope.
+// decodeTeardown decodes release/stop/destroy params and their config.
 func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (protocol.ReleaseLeaseParams, DriverConfig, error) {
 	var p protocol.ReleaseLeaseParams
 	if err := decodeParams(method, raw, &p); err != nil {
 		return p, DriverConfig{}, err
 	}
-	rc, err := decodeRawConfig(p.Config)
-	if err != nil {
-		return p, DriverConfig{}, protocol.InvalidParams(method, err)
-	}
-	return p, parseDriverConfig(rc), nil
+	_, cfg, err := decodeConfig(method, p.Config)
+	return p, cfg, err
 }
 
 // releaseLease ends a run's use of a lease: a reusable lease is stopped

@@ -20,11 +20,10 @@ func (w *Worker) validateConfig(_ context.Context, raw json.RawMessage) (any, er
 	if err := decodeParams(protocol.MethodEnvironmentValidateConfig, raw, &params); err != nil {
 		return nil, err
 	}
-	rc, err := decodeRawConfig(params.Config)
+	rc, cfg, err := decodeConfig(protocol.MethodEnvironmentValidateConfig, params.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentValidateConfig, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	if errs := validateDriverConfig(rc, cfg, w.env("DAYTONA_API_KEY")); len(errs) > 0 {
 		return validationResult{OK: false, Errors: errs}, nil
 	}
