@@ -1,0 +1,116 @@
+//go:build unix
+
+package daytona
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+)
+
+// readAheadConn reads a connection through a buffer of readAheadSize bytes
+// that it borrows from a pool for as long as the buffer holds unread bytes,
+// and only then.
+//
+// A bufio.Reader would do the read-ahead too, but it keeps its buffer for
+// the connection's life and fills it with a blocking read: every connection
+// waiting on a quiet command (a log stream, an idle keep-alive connection)
+// would hold 64 KiB for nothing, about 200 KiB per in-flight command once
+// the request connections are counted. Here the wait for data happens
+// without a buffer (the runtime's poller waits for the socket to become
+// readable), the buffer is borrowed for the read itself, and it goes back
+// as soon as the caller has taken everything it holds: the memory is that of
+// the bytes in flight, not of the connections open.
+type readAheadConn struct {
+	net.Conn
+	raw  syscall.RawConn
+	pool bufferPool
+
+	buf        *[readAheadSize]byte // borrowed; nil when nothing is buffered
+	start, end int
+}
+
+// newReadAheadConn wraps conn; a connection without a file descriptor (not
+// a TCP or Unix socket) is returned as it is.
+func newReadAheadConn(conn net.Conn, pool bufferPool) net.Conn {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return conn
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return conn
+	}
+	return &readAheadConn{Conn: conn, raw: raw, pool: pool}
+}
+
+func (c *readAheadConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if c.buf == nil {
+		if len(p) >= readAheadSize {
+			// The caller's buffer is as large as ours: no copy.
+			return c.Conn.Read(p)
+		}
+		if err := c.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, c.buf[c.start:c.end])
+	c.start += n
+	if c.start == c.end {
+		c.pool.put(c.buf)
+		c.buf = nil
+	}
+	return n, nil
+}
+
+// fill waits until the socket is readable, then reads what it holds (up to
+// readAheadSize bytes) into a borrowed buffer.
+func (c *readAheadConn) fill() error {
+	var (
+		n    int
+		rerr error
+	)
+	err := c.raw.Read(func(fd uintptr) bool {
+		buf := c.pool.get()
+		for {
+			n, rerr = syscall.Read(int(fd), buf[:])
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
+			// Nothing yet: give the buffer back while the poller waits.
+			c.pool.put(buf)
+			return false
+		}
+		if rerr != nil || n <= 0 {
+			c.pool.put(buf)
+		} else {
+			c.buf, c.start, c.end = buf, 0, n
+		}
+		return true
+	})
+	switch {
+	case err != nil:
+		// Closed, or past a read deadline: report it as net.Conn.Read does.
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err
+		}
+		return c.opError(err)
+	case rerr != nil:
+		return c.opError(os.NewSyscallError("read", rerr))
+	case n <= 0:
+		return io.EOF
+	}
+	return nil
+}
+
+func (c *readAheadConn) opError(err error) error {
+	return &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
