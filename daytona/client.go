@@ -60,6 +60,11 @@ type Config struct {
 	Clock Clock
 	// Rand returns a float in [0,1) for back-off jitter; math/rand/v2 when nil.
 	Rand func() float64
+	// Queue bounds and orders the requests in flight to each host (see
+	// RequestQueue). Clients that talk to the same hosts through one
+	// HTTPClient should share one; nil gives the client a queue of its own
+	// with DefaultMaxRequestsPerHost.
+	Queue *RequestQueue
 }
 
 // Clock abstracts time so that waits and retries can be tested without
@@ -102,6 +107,7 @@ type Client struct {
 	randf   func() float64
 	version string
 	streams *streamDialer // nil: log streams are not prepared
+	queue   *RequestQueue
 }
 
 // New builds a Client from cfg.
@@ -125,6 +131,10 @@ func New(cfg Config) (*Client, error) {
 		retry:  cfg.Retry.withDefaults(),
 		clock:  cfg.Clock,
 		randf:  cfg.Rand,
+		queue:  cfg.Queue,
+	}
+	if c.queue == nil {
+		c.queue = NewRequestQueue(0)
 	}
 	if c.http == nil {
 		c.http = NewHTTPClient()
@@ -196,7 +206,14 @@ type request struct {
 	body        []byte
 	stream      io.Reader
 	contentType string
+	// download marks a response streamed to the caller for as long as the
+	// transfer takes.
+	download bool
 }
+
+// transfer reports whether the exchange may last as long as a file takes to
+// stream; it then takes no slot of the request queue (see RequestQueue).
+func (r *request) transfer() bool { return r.stream != nil || r.download }
 
 func newJSONRequest(method string, u *url.URL, in any) (*request, error) {
 	r := &request{method: method, url: u}
@@ -248,8 +265,15 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
+		release := func() {}
+		if !r.transfer() {
+			if release, err = c.queue.acquire(ctx, hostKey(r.url)); err != nil {
+				return nil, c.transportError(ctx, r, err)
+			}
+		}
 		resp, err := c.http.Do(req)
 		if err != nil {
+			release()
 			terr := c.transportError(ctx, r, err)
 			if ctx.Err() != nil || !c.retryableTransport(r, err) {
 				return nil, terr
@@ -260,10 +284,12 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 			continue
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
 			return resp, nil
 		}
 		apiErr := c.newAPIError(r.method, r.url, resp)
 		drainClose(resp.Body)
+		release()
 		if !r.idempotent() || r.stream != nil || !retryableStatus(resp.StatusCode) {
 			return nil, apiErr
 		}
@@ -333,6 +359,21 @@ func (c *Client) decode(r *request, resp *http.Response, out any) error {
 	}
 	return nil
 }
+
+// releasingBody gives the request's queue slot back when the body is closed.
+type releasingBody struct {
+	io.ReadCloser
+	release func()
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.release()
+	return err
+}
+
+// hostKey names the host a request goes to, for the request queue.
+func hostKey(u *url.URL) string { return u.Scheme + "://" + u.Host }
 
 // drainClose reads a little of what is left so the connection can be reused,
 // then closes the body.

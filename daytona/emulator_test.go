@@ -1091,3 +1091,124 @@ func TestEmulatorHeadersEverywhere(t *testing.T) {
 		t.Errorf("bad headers on %v; %d requests, %d WebSocket handshakes", rec.bad, rec.count, rec.ws)
 	}
 }
+
+// TestEmulatorLongExchangesHoldNoRequestSlot: with one request slot per host,
+// a followed log stream, a streamed download and a streamed upload each wait
+// on a short request made while they are open. Each would deadlock if it
+// held the slot; each short request has 30 s to fail instead of hanging.
+func TestEmulatorLongExchangesHoldNoRequestSlot(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, emulator.Options{StepDelay: emulator.Synchronous}, func(c *daytona.Config) {
+		c.HTTPClient = daytona.NewHTTPClient()
+		c.Queue = daytona.NewRequestQueue(1)
+	})
+	ctx := t.Context()
+	_, tb := e.create(t, daytona.CreateParams{})
+	short := func() error {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, err := tb.WorkDir(sctx)
+		return err
+	}
+
+	t.Run("log stream", func(t *testing.T) {
+		if err := tb.CreateSession(ctx, "s"); err != nil {
+			t.Fatal(err)
+		}
+		prepared := tb.PrepareLogStream(ctx)
+		defer prepared.Close()
+		r, err := tb.SessionExec(ctx, "s", daytona.SessionExecRequest{Command: `echo waiting; read line; echo "got $line"`, Async: true, SuppressInputEcho: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streaming := make(chan struct{})
+		var out syncWriter
+		out.w = &signalWriter{ch: streaming}
+		done := make(chan error, 1)
+		go func() {
+			_, err := tb.FollowSessionCommandLogs(ctx, "s", r.CmdID, daytona.FollowOptions{Stdout: &out, Prepared: prepared})
+			done <- err
+		}()
+		select {
+		case <-streaming:
+		case err := <-done:
+			t.Fatalf("follow ended early: %v", err)
+		}
+		// The stream is open; short requests still get through.
+		if err := short(); err != nil {
+			t.Fatalf("a short request while a log stream is open: %v", err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := tb.SendSessionInput(sctx, "s", r.CmdID, "x"); err != nil {
+			t.Fatalf("input while a log stream is open: %v", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := out.String(); got != "waiting\ngot x\n" {
+			t.Errorf("stream = %q", got)
+		}
+	})
+
+	t.Run("download", func(t *testing.T) {
+		if err := tb.UploadFile(ctx, "big.bin", daytona.NewPatternReader(4<<20)); err != nil {
+			t.Fatal(err)
+		}
+		var shortErr error
+		var once sync.Once
+		n, err := tb.DownloadFile(ctx, "big.bin", writerFunc(func(p []byte) (int, error) {
+			once.Do(func() { shortErr = short() })
+			return len(p), nil
+		}))
+		if err != nil || n != 4<<20 {
+			t.Fatalf("download: %d bytes, %v", n, err)
+		}
+		if shortErr != nil {
+			t.Fatalf("a short request while a download streams: %v", shortErr)
+		}
+	})
+
+	t.Run("upload", func(t *testing.T) {
+		var shortErr error
+		var once sync.Once
+		src := io.MultiReader(readerFunc(func(p []byte) (int, error) {
+			once.Do(func() { shortErr = short() })
+			return 0, io.EOF
+		}), strings.NewReader("payload"))
+		if err := tb.UploadFile(ctx, "up.txt", src); err != nil {
+			t.Fatal(err)
+		}
+		if shortErr != nil {
+			t.Fatalf("a short request while an upload streams: %v", shortErr)
+		}
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// syncWriter is a writer whose contents can be read while it is written.
+type syncWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Write(p)
+	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}

@@ -289,7 +289,7 @@ func (t *Toolbox) DownloadFile(ctx context.Context, path string, w io.Writer) (i
 	if err != nil {
 		return 0, err
 	}
-	r := &request{method: http.MethodGet, url: u}
+	r := &request{method: http.MethodGet, url: u, download: true}
 	resp, err := t.c.send(ctx, r)
 	if err != nil {
 		return 0, err
@@ -359,6 +359,7 @@ func (t *Toolbox) DownloadFiles(ctx context.Context, files []Download) ([]Downlo
 	if err != nil {
 		return nil, err
 	}
+	r.download = true
 	resp, err := t.c.send(ctx, r)
 	if err != nil {
 		return nil, err

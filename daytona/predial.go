@@ -122,6 +122,13 @@ func (t *Toolbox) dialForStream(ctx context.Context, d *streamDialer) (net.Conn,
 			return nil, errors.New("daytona: toolbox reached through a proxy")
 		}
 	}
+	// The dial takes a slot to the host like a request: a burst of commands
+	// opens its streams' connections in turn, as it dispatches them.
+	release, err := t.c.queue.acquire(ctx, hostKey(u))
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	addr := hostPort(u)
 	conn, err := d.dial(ctx, "tcp", addr)
 	if err != nil {

@@ -33,11 +33,21 @@ func (c *Client) dialWS(ctx context.Context, u *url.URL, subprotocols []string, 
 			client = preparedClient(prepared)
 			prepared = nil
 		}
+		// A fresh connection's handshake is a short exchange and waits its
+		// turn; a prepared one took its turn when it was dialed.
+		release := func() {}
+		if client == c.http {
+			var err error
+			if release, err = c.queue.acquire(ctx, hostKey(u)); err != nil {
+				return nil, c.transportError(ctx, r, err)
+			}
+		}
 		conn, resp, err := websocket.Dial(ctx, ws.String(), &websocket.DialOptions{
 			HTTPClient:   client,
 			HTTPHeader:   header,
 			Subprotocols: subprotocols,
 		})
+		release()
 		if client != c.http {
 			// A refused handshake leaves the connection idle in the one-off
 			// transport: close it rather than leave it to its goroutines.
