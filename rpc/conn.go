@@ -28,6 +28,9 @@ type Request struct {
 	// Invocation is the request's paperclipInvocation, if any. It is also
 	// in the handler's context (see InvocationFrom).
 	Invocation *protocol.Invocation
+	// Received is when the request was read. Requests are read one after
+	// another, so it orders them as the host sent them.
+	Received time.Time
 }
 
 // Handler serves requests. It is called concurrently, once per request, on a
@@ -163,7 +166,7 @@ func (c *Conn) dispatch(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request
 		c.log.Error().Str("id", r.ID.String()).Msg("internal: request vanished before dispatch")
 		return
 	}
-	req := &Request{ID: m.id, Method: m.method, Params: m.params, Invocation: m.invocation}
+	req := &Request{ID: m.id, Method: m.method, Params: m.params, Invocation: m.invocation, Received: time.Now()}
 
 	c.mu.Lock()
 	if c.closing {

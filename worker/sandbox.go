@@ -18,9 +18,12 @@ import (
 // as a whole, so the SDK deadline fires first on a merely slow start.
 const startBoundMargin = 5 * time.Second
 
-// clients shares one Daytona client (and connection pool) per account.
+// clients shares one Daytona client per account; all of them share the
+// connection pool and the request queue, which bound and order the requests
+// to each Daytona host whatever account they are for.
 type clients struct {
 	httpClient *http.Client
+	queue      *daytona.RequestQueue
 	mu         sync.Mutex
 	byAccount  map[string]*daytona.Client
 }
@@ -66,7 +69,7 @@ func (w *Worker) clientFor(cfg DriverConfig, key, account string) (*daytona.Clie
 	}
 	c, err := daytona.New(daytona.Config{
 		APIKey: key, APIURL: apiURL, Target: target,
-		HTTPClient: w.clients.httpClient, Source: "paperclip-daytona-worker",
+		HTTPClient: w.clients.httpClient, Queue: w.clients.queue, Source: "paperclip-daytona-worker",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("Daytona client: %w", err)

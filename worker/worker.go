@@ -37,6 +37,9 @@ type Options struct {
 	// HTTPClient performs every Daytona request; default a client with a
 	// pooled transport and no overall timeout (each call has its own).
 	HTTPClient *http.Client
+	// MaxRequestsPerHost bounds the requests in flight to each Daytona host
+	// (see daytona.RequestQueue); zero: daytona.DefaultMaxRequestsPerHost.
+	MaxRequestsPerHost int
 }
 
 // Worker serves the plugin's methods. Create it with New; it is safe for
@@ -81,7 +84,7 @@ func New(host Host, opts Options) *Worker {
 	}
 	w := &Worker{
 		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID,
-		clients: clients{httpClient: opts.HTTPClient, byAccount: map[string]*daytona.Client{}},
+		clients: clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
 		leases:  newLeases(opts.Now),
 	}
 	w.methods = w.driverMethods()
@@ -90,6 +93,9 @@ func New(host Host, opts Options) *Worker {
 
 // Handle implements rpc.Handler: it routes one request to its method.
 func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
+	// Daytona requests wait for a free slot oldest host request first, so
+	// that under a burst the calls complete in about the order they came.
+	ctx = daytona.WithWorkStart(ctx, req.Received)
 	switch req.Method {
 	case protocol.MethodInitialize:
 		return w.initialize(ctx, req.Params)

@@ -1515,8 +1515,21 @@ func TestExecuteRelaysLargeOutput(t *testing.T) {
 
 func TestExecuteFiftyAtOnceOnFiveLeases(t *testing.T) {
 	t.Parallel()
+	t.Run("default", func(t *testing.T) {
+		t.Parallel()
+		testExecuteFiftyAtOnce(t)
+	})
+	// Every Daytona request waits for the one slot; the commands' log
+	// streams hold none, so all of them complete, exactly.
+	t.Run("one request at a time", func(t *testing.T) {
+		t.Parallel()
+		testExecuteFiftyAtOnce(t, "--max-requests-per-host", "1")
+	})
+}
+
+func testExecuteFiftyAtOnce(t *testing.T, args ...string) {
 	env := startEmulator(t, emulator.Options{})
-	h := startHost(t, hostOptions{})
+	h := startHost(t, hostOptions{args: args})
 	var leases []lease
 	for i := 0; i < 5; i++ {
 		leases = append(leases, h.acquire(leaseConfig(env, "")))

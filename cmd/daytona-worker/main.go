@@ -20,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/transcript"
 	"github.com/paperclipai/daytona-worker/rpc"
 	"github.com/paperclipai/daytona-worker/worker"
@@ -41,6 +42,9 @@ Flags:
                      env DAYTONA_WORKER_LOG_LEVEL)
   --record FILE      append every protocol line, both directions, to FILE as a
                      transcript (secrets redacted) for replay as a test
+  --max-requests-per-host N
+                     requests in flight to one Daytona host at a time (default
+                     32); more wait their turn, oldest host request first
   --cpuprofile FILE  write a Go CPU profile of the whole run to FILE
                      (go tool pprof), for measuring the worker in place
   --version          print the version and exit
@@ -64,6 +68,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	logLevel := flags.String("log-level", envOr("DAYTONA_WORKER_LOG_LEVEL", "info"), "")
 	recordPath := flags.String("record", "", "")
 	cpuProfile := flags.String("cpuprofile", "", "")
+	perHost := flags.Int("max-requests-per-host", daytona.DefaultMaxRequestsPerHost, "")
 	showVersion := flags.Bool("version", false, "")
 	showHelp := flags.Bool("help", false, "")
 	flags.BoolVar(showHelp, "h", false, "")
@@ -82,6 +87,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	level, err := zerolog.ParseLevel(strings.ToLower(*logLevel))
 	if err != nil || *logLevel == "" {
 		fmt.Fprintf(stderr, "daytona-worker: unknown log level %q (want debug, info, warn, error or disabled)\n", *logLevel)
+		return 2
+	}
+	if *perHost < 1 {
+		fmt.Fprintf(stderr, "daytona-worker: --max-requests-per-host must be at least 1\n")
 		return 2
 	}
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "daytona-worker").Logger()
@@ -114,7 +123,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 
 	conn := rpc.New(stdin, stdout, opts)
-	w := worker.New(conn, worker.Options{Logger: log})
+	w := worker.New(conn, worker.Options{Logger: log, MaxRequestsPerHost: *perHost})
 	log.Debug().Str("version", buildVersion()).Int("pid", os.Getpid()).Msg("serving")
 	err = conn.Serve(ctx, w)
 	switch {
