@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -321,4 +323,152 @@ func BenchmarkExecuteRelayInProcess(b *testing.B) {
 	b.StopTimer()
 	h.destroy(l)
 	h.shutdown()
+}
+
+// burstSize is the shape of BenchmarkExecuteBurst: DAYTONA_BENCH_BURST_LEASES
+// leases (100) and DAYTONA_BENCH_BURST_EXECUTES executes (1000).
+func burstSize() (leases, executes int) {
+	leases, executes = 100, 1000
+	if v, err := strconv.Atoi(os.Getenv("DAYTONA_BENCH_BURST_LEASES")); err == nil && v > 0 {
+		leases = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("DAYTONA_BENCH_BURST_EXECUTES")); err == nil && v > 0 {
+		executes = v
+	}
+	return leases, executes
+}
+
+// runBurst acquires the leases, sends every execute in one write and checks
+// every result; sample is called while they run.
+func runBurst(b *testing.B, h *host, env *emulatorEnv, pid int, heapProfile string) {
+	leases, executes := burstSize()
+	ls := make([]lease, leases)
+	var reqs []request
+	for range leases {
+		p := baseParams(leaseConfig(env, ""))
+		p["runId"] = "run-1"
+		reqs = append(reqs, request{method: "environmentAcquireLease", params: p})
+	}
+	for j, p := range h.send(reqs...) {
+		r := p.wait()
+		if r.Error != nil {
+			b.Fatalf("acquire: %v", r.Error)
+		}
+		res := r.Result.(map[string]any)
+		meta := res["metadata"].(map[string]any)
+		ls[j] = lease{id: res["providerLeaseId"].(string), remoteCwd: meta["remoteCwd"].(string), cfg: leaseConfig(env, "")}
+	}
+	var rss0 float64
+	var cpu0 time.Duration
+	if pid != 0 {
+		_, rss0 = procMemory(b, pid)
+		cpu0 = procCPU(b, pid)
+	}
+	reqs = reqs[:0]
+	invs := make([]string, executes)
+	for j := range executes {
+		invs[j] = newInvocation()
+		e := cmdSpec{command: "sh", args: []string{"-c", `echo "out $1"; echo "err $1" >&2`, "sh", strconv.Itoa(j)}}
+		reqs = append(reqs, request{method: "environmentExecute", params: h.executeParams(ls[j%leases], e), invocation: invs[j]})
+	}
+	stopSampling := func() {}
+	if heapProfile != "" {
+		stopSampling = sampleHeapPeak(b, heapProfile)
+	}
+	start := time.Now()
+	ps := h.send(reqs...)
+	done := make([]time.Duration, 0, executes)
+	first := make([]time.Duration, 0, executes)
+	errs := 0
+	for j, p := range ps {
+		r := h.decode(p.waitFor(10*time.Minute), invs[j])
+		done = append(done, h.replyTime(p).Sub(start))
+		first = append(first, r.Log.firstAt.Sub(start))
+		if r.Err != nil || r.exit() != "0" || r.Stdout != fmt.Sprintf("out %d\n", j) || r.Stderr != fmt.Sprintf("err %d\n", j) || r.LogStdout != r.Stdout || r.LogStderr != r.Stderr {
+			errs++
+		}
+	}
+	wall := time.Since(start)
+	stopSampling()
+	sort.Slice(done, func(i, j int) bool { return done[i] < done[j] })
+	sort.Slice(first, func(i, j int) bool { return first[i] < first[j] })
+	b.ReportMetric(float64(errs), "errors")
+	b.ReportMetric(wall.Seconds(), "s-wall")
+	b.ReportMetric(ms(percentile(first, 0.1)), "ms-p10-first")
+	b.ReportMetric(ms(percentile(first, 0.5)), "ms-p50-first")
+	b.ReportMetric(ms(percentile(done, 0.1)), "ms-p10-done")
+	b.ReportMetric(ms(percentile(done, 0.5)), "ms-p50-done")
+	b.ReportMetric(ms(percentile(done, 0.9)), "ms-p90-done")
+	b.ReportMetric(ms(percentile(done, 0.5))/ms(wall), "p50-done/wall")
+	if pid != 0 {
+		cpu := procCPU(b, pid) - cpu0
+		hwm, _ := procMemory(b, pid)
+		time.Sleep(time.Second)
+		_, rssAfter := procMemory(b, pid)
+		b.ReportMetric(rss0, "MiB-rss-before")
+		b.ReportMetric(hwm, "MiB-peak-rss")
+		b.ReportMetric(rssAfter, "MiB-rss-after")
+		b.ReportMetric(float64(cpu.Microseconds())/1000/float64(executes), "ms-cpu/exec")
+	}
+	for _, l := range ls {
+		h.destroy(l)
+	}
+}
+
+// BenchmarkExecuteBurst sends every execute of burstSize at once to a
+// worker process and reports errors, the completion-time distribution, the
+// worker's peak RSS and its CPU per execute.
+func BenchmarkExecuteBurst(b *testing.B) {
+	env := benchEmulator(b, emulator.Options{})
+	for i := 0; i < b.N; i++ {
+		h := startHost(b, hostOptions{args: workerProfileArgs(i), env: strings.Fields(os.Getenv("DAYTONA_BENCH_WORKER_ENV"))})
+		runBurst(b, h, env, h.pid, "")
+		h.shutdown()
+	}
+}
+
+// BenchmarkExecuteBurstInProcess is BenchmarkExecuteBurst with the worker in
+// this process; DAYTONA_BENCH_HEAP_PROFILE=file writes the heap profile taken
+// when the heap in use peaked (the emulator's share included).
+func BenchmarkExecuteBurstInProcess(b *testing.B) {
+	env := benchEmulator(b, emulator.Options{})
+	for i := 0; i < b.N; i++ {
+		h := startInProcessHost(b, hostOptions{})
+		runBurst(b, h, env, 0, os.Getenv("DAYTONA_BENCH_HEAP_PROFILE"))
+		h.shutdown()
+	}
+}
+
+// sampleHeapPeak samples the heap in use until the returned stop is called
+// and writes the profile of its largest sample to path.
+func sampleHeapPeak(b *testing.B, path string) (stop func()) {
+	quit, finished := make(chan struct{}), make(chan struct{})
+	var best bytes.Buffer
+	go func() {
+		defer close(finished)
+		var peak uint64
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak {
+				peak = ms.HeapInuse
+				best.Reset()
+				_ = pprof.Lookup("heap").WriteTo(&best, 0)
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+		if err := os.WriteFile(path, best.Bytes(), 0o644); err != nil {
+			b.Error(err)
+		}
+	}
 }
