@@ -119,6 +119,45 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /_emulator/processes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]int{"live": s.LiveProcesses()})
 	})
+	mux.HandleFunc("POST /_emulator/snapshot-faults", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			SandboxID string `json:"sandboxId"`
+			Times     int    `json:"times"`
+			Hold      string `json:"hold"`
+			Outcome   string `json:"outcome"`
+			Reason    string `json:"reason"`
+		}
+		if !s.decodeJSON(w, r, &req) {
+			return
+		}
+		f := SnapshotFault{SandboxID: req.SandboxID, Times: req.Times, Outcome: SnapshotOutcome(req.Outcome), Reason: req.Reason}
+		switch f.Outcome {
+		case SnapshotSucceeds, SnapshotJobFails, SnapshotSandboxErrors:
+		default:
+			s.apiError(w, r, http.StatusBadRequest, `outcome must be "", "fail" or "error"`)
+			return
+		}
+		if req.Hold != "" {
+			d, err := time.ParseDuration(req.Hold)
+			if err != nil || d < 0 {
+				s.apiError(w, r, http.StatusBadRequest, "hold must be a non-negative Go duration, e.g. \"3s\"")
+				return
+			}
+			f.Hold = d
+		}
+		s.AddSnapshotFault(f)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("DELETE /_emulator/snapshot-faults", func(w http.ResponseWriter, r *http.Request) {
+		s.ClearSnapshotFaults()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /_emulator/snapshots", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Snapshots())
+	})
+	mux.HandleFunc("GET /_emulator/secrets", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.IssuedSecrets())
+	})
 }
 
 func (s *Server) adminResult(w http.ResponseWriter, r *http.Request, err error) {

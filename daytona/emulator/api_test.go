@@ -542,10 +542,15 @@ func TestSnapshots(t *testing.T) {
 	require.Equal(t, 0, code)
 	r = c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "tmpl"})
 	require.Equal(t, 200, r.status, "%s", r.body)
-	assert.Equal(t, 409, c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "tmpl"}).status)
 	snap := c.api("GET", "/snapshots/tmpl", nil).obj(t)
 	assert.Equal(t, "active", snap["state"])
 	assert.Equal(t, id, snap["sourceSandboxId"])
+	// The real API does not check the name up front: the job's insert fails
+	// at the end and the existing snapshot stays as it was.
+	r = c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "tmpl"})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, "started", r.obj(t)["state"])
+	assert.Equal(t, snap["id"], c.api("GET", "/snapshots/tmpl", nil).obj(t)["id"])
 
 	clone := c.create(map[string]any{"snapshot": "tmpl"})
 	_, out := c.execute(clone["id"].(string), "cat keep/file.txt")
@@ -553,4 +558,75 @@ func TestSnapshots(t *testing.T) {
 
 	require.Equal(t, 200, c.api("DELETE", "/snapshots/"+snap["id"].(string), nil).status)
 	assert.Equal(t, 404, c.api("GET", "/snapshots/tmpl", nil).status)
+}
+
+func TestSnapshotFromSandboxStates(t *testing.T) {
+	t.Parallel()
+	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+	sb := c.create(nil)
+	id := sb["id"].(string)
+	code, _ := c.execute(id, "echo stopped-state > file.txt")
+	require.Equal(t, 0, code)
+	require.Equal(t, 200, c.api("POST", "/sandbox/"+id+"/stop", nil).status)
+
+	// A stopped sandbox can be captured and stays stopped.
+	r := c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "from-stopped"})
+	require.Equal(t, 200, r.status, "%s", r.body)
+	assert.Equal(t, "stopped", r.obj(t)["state"])
+	clone := c.create(map[string]any{"snapshot": "from-stopped"})
+	_, out := c.execute(clone["id"].(string), "cat file.txt")
+	assert.Equal(t, "stopped-state\n", out)
+
+	// An archived one cannot, and nothing is created.
+	require.Equal(t, 200, c.api("POST", "/sandbox/"+id+"/archive", nil).status)
+	r = c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "from-archived"})
+	require.Equal(t, 400, r.status, "%s", r.body)
+	assert.Equal(t, "Sandbox must be in started or stopped state to create a snapshot", r.obj(t)["message"])
+	assert.Equal(t, 404, c.api("GET", "/snapshots/from-archived", nil).status)
+	assert.NotContains(t, env.Server.Snapshots(), "from-archived")
+}
+
+func TestSnapshotFaults(t *testing.T) {
+	t.Parallel()
+	env, c := start(t, emulator.Options{StepDelay: 10 * time.Millisecond})
+	id := c.create(nil)["id"].(string)
+	state := func() string { return c.api("GET", "/sandbox/"+id, nil).obj(t)["state"].(string) }
+	waitState := func(want string) { t.Helper(); c.waitState(id, want) }
+
+	// The job fails: back to started, no snapshot, nothing to tell it apart by state.
+	env.Server.AddSnapshotFault(emulator.SnapshotFault{SandboxID: id, Times: 1, Outcome: emulator.SnapshotJobFails})
+	require.Equal(t, 200, c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "failed"}).status)
+	waitState("started")
+	assert.Equal(t, 404, c.api("GET", "/snapshots/failed", nil).status)
+
+	// The sandbox errors.
+	env.Server.AddSnapshotFault(emulator.SnapshotFault{SandboxID: id, Times: 1, Outcome: emulator.SnapshotSandboxErrors, Reason: "disk full"})
+	require.Equal(t, 200, c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "errored"}).status)
+	waitState("error")
+	assert.Equal(t, "disk full", c.api("GET", "/sandbox/"+id, nil).obj(t)["errorReason"])
+	assert.Equal(t, 404, c.api("GET", "/snapshots/errored", nil).status)
+
+	// A slow job: snapshotting (lifecycle calls refused) until the hold ends,
+	// and only then the snapshot exists.
+	id = c.create(nil)["id"].(string)
+	env.Server.AddSnapshotFault(emulator.SnapshotFault{Times: 1, Hold: 3 * time.Second})
+	require.Equal(t, 200, c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "slow"}).status)
+	assert.Equal(t, "snapshotting", state())
+	assert.Equal(t, 404, c.api("GET", "/snapshots/slow", nil).status)
+	assert.Equal(t, 409, c.api("DELETE", "/sandbox/"+id, nil).status)
+	// The real API checks the state before the pending flag: 400, not 409.
+	assert.Equal(t, 400, c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "again"}).status)
+	waitState("started")
+	assert.Equal(t, "active", c.api("GET", "/snapshots/slow", nil).obj(t)["state"])
+}
+
+func TestIssuedSecrets(t *testing.T) {
+	t.Parallel()
+	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+	id := c.create(nil)["id"].(string)
+	ssh := c.api("POST", "/sandbox/"+id+"/ssh-access?expiresInMinutes=5", nil).obj(t)["token"].(string)
+	preview := c.api("GET", "/sandbox/"+id+"/ports/43127/preview-url", nil).obj(t)["token"].(string)
+	assert.ElementsMatch(t, []string{ssh, preview}, env.Server.IssuedSecrets())
+	require.Equal(t, 200, c.api("DELETE", "/sandbox/"+id, nil).status)
+	assert.ElementsMatch(t, []string{ssh, preview}, env.Server.IssuedSecrets(), "kept after the sandbox is gone")
 }

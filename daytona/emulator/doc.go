@@ -36,8 +36,9 @@
 // Lifecycle follows the real (stored state, desired state) model and its
 // derived `state`: create → creating → started (image builds:
 // building_snapshot → starting → started), stop → stopping → stopped, archive →
-// archiving → archived, start from archived → restoring → started, snapshot →
-// snapshotting → started, delete → destroying → gone (GET 404). Each step
+// archiving → archived, start from archived → restoring → started, snapshot
+// (of a started or stopped sandbox) → snapshotting → back to its state, and
+// only then the snapshot, active, as the real job handler orders it; delete → destroying → gone (GET 404). Each step
 // lasts Options.StepDelay. Create, start and recover hold the response until
 // started (≤30 s) like the real controller, unless Options.ReturnTransitional.
 // Stop kills every process (sessions, PTYs, running commands) but keeps files;
@@ -83,9 +84,12 @@
 //
 // Go: AddFault (latency, status such as 429/503 with Retry-After, hangs,
 // WebSocket drops mid-stream, scoped by method, path regexp, sandbox and
-// count), StopBehindClientsBack, SetError, SetMissingContainer
+// count), AddSnapshotFault (a snapshot job that is slow, fails silently as
+// the real job handler lets it, or leaves the sandbox in error),
+// StopBehindClientsBack, SetError, SetMissingContainer
 // (MissingContainerReason), AdvanceClock, Reap, Sandboxes, Sandbox,
-// LiveProcesses, Requests.
+// Snapshots, LiveProcesses, Requests, IssuedSecrets (every SSH and preview
+// token handed out, so tests can prove none leaked).
 //
 // HTTP, same bearer key, JSON:
 //
@@ -104,4 +108,9 @@
 //	POST   /_emulator/reap                             run lifecycle timers now → 204
 //	POST   /_emulator/clock                            {"advance":"90m"} → {"now":"…Z"}
 //	GET    /_emulator/processes                        {"live":N}
+//	POST   /_emulator/snapshot-faults                  {"sandboxId","times","hold":"3s",
+//	                                                    "outcome":""|"fail"|"error","reason"} → 204
+//	DELETE /_emulator/snapshot-faults                  → 204
+//	GET    /_emulator/snapshots                        ["daytona-small", …]
+//	GET    /_emulator/secrets                          every SSH/preview token issued so far
 package emulator

@@ -636,6 +636,7 @@ func (s *Server) handlePreviewURL(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	tok := sb.previewTok
+	s.issueSecretLocked(tok)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]string{
 		"sandboxId": sb.id,
@@ -654,6 +655,9 @@ func (s *Server) handleSignedPreviewURL(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	tok := token(32)
+	s.mu.Lock()
+	s.issueSecretLocked(tok)
+	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"sandboxId": sb.id,
 		"port":      port,

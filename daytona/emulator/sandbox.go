@@ -162,7 +162,12 @@ func (s *Server) stepLocked(sb *sandbox, fn func()) {
 // afterStepLocked runs fn with s.mu held after one step delay (at once with
 // Synchronous steps), unless the server closes first. s.mu must be held.
 func (s *Server) afterStepLocked(fn func()) {
-	d := s.opts.stepDelay()
+	s.afterLocked(s.opts.stepDelay(), fn)
+}
+
+// afterLocked runs fn with s.mu held after d (at once when d <= 0), unless
+// the server closes first. s.mu must be held.
+func (s *Server) afterLocked(d time.Duration, fn func()) {
 	if d <= 0 {
 		fn()
 		return

@@ -42,7 +42,10 @@ type Server struct {
 	nextFaultID int
 	requests    map[string]int
 	sshAccess   map[string]*sshAccess // by token
-	procs       map[*proc]struct{}    // every live process, across sandboxes
+	issued      map[string]bool       // every secret handed out (IssuedSecrets)
+
+	snapshotFaults []*snapshotFaultEntry
+	procs          map[*proc]struct{} // every live process, across sandboxes
 }
 
 // ErrClosed is returned by operations on a closed Server.

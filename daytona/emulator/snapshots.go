@@ -213,10 +213,14 @@ func (s *Server) activateLaterLocked(sn *snapshot) {
 	})
 }
 
-// handleSandboxSnapshot captures a started sandbox's home into a new
-// snapshot: the sandbox reports `snapshotting` for one step, then returns to
-// started and the snapshot turns active. Sandboxes created from it start with
-// a copy of those files.
+// handleSandboxSnapshot captures a sandbox's home into a new snapshot, as
+// the real API's createSnapshotFromSandbox and its job handler do: the
+// sandbox must be started or stopped; it reports `snapshotting` while the
+// runner works (one step, or a SnapshotFault's Hold), then returns to its
+// state, and only then does the snapshot row appear, already active. The
+// name is not checked up front: when it is taken by the time the job ends,
+// the real handler's insert fails and no snapshot is created, silently.
+// Sandboxes created from the snapshot start with a copy of those files.
 func (s *Server) handleSandboxSnapshot(w http.ResponseWriter, r *http.Request) {
 	sb := s.lookup(w, r)
 	if sb == nil {
@@ -234,50 +238,78 @@ func (s *Server) handleSandboxSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	switch {
+	case sb.errored() || (sb.state != stateStarted && sb.state != stateStopped):
+		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox must be in started or stopped state to create a snapshot")
+		return
 	case sb.inTransition():
 		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
 		return
-	case sb.state != stateStarted:
-		s.refuseLocked(w, r, http.StatusBadRequest, "Sandbox must be started to create a snapshot")
-		return
-	case s.findSnapshotLocked(req.Name) != nil:
-		s.refuseLocked(w, r, http.StatusConflict, fmt.Sprintf("Snapshot with name %s already exists", req.Name))
-		return
 	}
+	fault := s.takeSnapshotFaultLocked(sb.id)
 	now := s.nowLocked()
 	src := sb.id
+	prev, desired := sb.state, sb.desired
 	sn := &snapshot{
-		id: uuid.NewString(), name: req.Name, imageName: "emulator/snapshot:" + req.Name, state: snapshotPending,
+		id: uuid.NewString(), name: req.Name, imageName: "emulator/snapshot:" + req.Name, state: snapshotActive,
 		cpu: sb.cpu, gpu: sb.gpu, mem: sb.memory, disk: sb.disk, createdAt: now, updatedAt: now,
 		sourceSandboxID: &src,
 	}
 	sn.filesDir = filepath.Join(s.root, "snapshots", sn.id, "home")
-	s.snapshots[sn.id] = sn // reserves the name while the files are copied
-	s.setStateLocked(sb, stateSnapshotting, desiredStarted)
+	s.setStateLocked(sb, stateSnapshotting, desired)
+	sb.gen++ // a step scheduled before (none can be: the sandbox was settled) must not land now
+	gen := sb.gen
 	s.mu.Unlock()
 
 	// Copy off the lock; the sandbox reports snapshotting meanwhile, so other
 	// lifecycle calls answer 409.
-	copyErr := copyTree(sb.home, sn.filesDir)
+	var copyErr error
+	if fault.Outcome == SnapshotSucceeds {
+		copyErr = copyTree(sb.home, sn.filesDir)
+	}
+	discard := func() { _ = os.RemoveAll(filepath.Dir(sn.filesDir)) }
 
 	s.mu.Lock()
 	if copyErr != nil {
-		delete(s.snapshots, sn.id)
-		if sb.state == stateSnapshotting {
-			s.setStateLocked(sb, stateStarted, desiredStarted)
+		if sb.gen == gen && sb.state == stateSnapshotting {
+			s.setStateLocked(sb, prev, desired)
 		}
 		s.mu.Unlock()
-		_ = os.RemoveAll(filepath.Dir(sn.filesDir))
+		discard()
 		s.log.Error().Err(copyErr).Msg("snapshot copy")
 		s.apiError(w, r, http.StatusInternalServerError, "An unexpected error occurred.")
 		return
 	}
-	if sb.state == stateSnapshotting {
-		s.stepLocked(sb, func() {
-			sn.state = snapshotActive
-			sn.updatedAt = s.nowLocked()
-			s.setStateLocked(sb, stateStarted, desiredStarted)
-		})
+	finish := func() {
+		if sb.removed || sb.gen != gen || sb.state != stateSnapshotting {
+			s.goLocked(discard)
+			return
+		}
+		switch fault.Outcome {
+		case SnapshotSandboxErrors:
+			reason := fault.Reason
+			sb.errorReason, sb.recoverable = &reason, false
+			s.setStateLocked(sb, stateError, desired)
+			s.goLocked(discard)
+			return
+		case SnapshotJobFails:
+			s.setStateLocked(sb, prev, desired)
+			s.goLocked(discard)
+			return
+		}
+		s.setStateLocked(sb, prev, desired)
+		if s.findSnapshotLocked(sn.name) != nil {
+			s.log.Warn().Str("snapshot", sn.name).Msg("snapshot name taken when the job ended; no snapshot created")
+			s.goLocked(discard)
+			return
+		}
+		at := s.nowLocked()
+		sn.createdAt, sn.updatedAt, sn.lastUsedAt = at, at, &at
+		s.snapshots[sn.id] = sn
+	}
+	if fault.Hold > 0 {
+		s.afterLocked(fault.Hold, finish)
+	} else {
+		s.afterStepLocked(finish)
 	}
 	d := s.sandboxDTOLocked(sb, baseURL(r))
 	s.mu.Unlock()

@@ -49,6 +49,7 @@ func (s *Server) handleCreateSSH(w http.ResponseWriter, r *http.Request) {
 		createdAt: now,
 	}
 	s.sshAccess[a.token] = a
+	s.issueSecretLocked(a.token)
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, sshAccessJSON{
 		ID:         a.id,
