@@ -609,15 +609,23 @@ func TestSnapshotFaults(t *testing.T) {
 	// A slow job: snapshotting (lifecycle calls refused) until the hold ends,
 	// and only then the snapshot exists.
 	id = c.create(nil)["id"].(string)
-	env.Server.AddSnapshotFault(emulator.SnapshotFault{Times: 1, Hold: 3 * time.Second})
+	release := make(chan struct{})
+	env.Server.AddSnapshotFault(emulator.SnapshotFault{Times: 1, Until: release})
 	require.Equal(t, 200, c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "slow"}).status)
 	assert.Equal(t, "snapshotting", state())
 	assert.Equal(t, 404, c.api("GET", "/snapshots/slow", nil).status)
 	assert.Equal(t, 409, c.api("DELETE", "/sandbox/"+id, nil).status)
 	// The real API checks the state before the pending flag: 400, not 409.
 	assert.Equal(t, 400, c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "again"}).status)
+	close(release)
 	waitState("started")
 	assert.Equal(t, "active", c.api("GET", "/snapshots/slow", nil).obj(t)["state"])
+
+	// A held job ends by itself.
+	env.Server.AddSnapshotFault(emulator.SnapshotFault{Times: 1, Hold: 50 * time.Millisecond})
+	require.Equal(t, 200, c.api("POST", "/sandbox/"+id+"/snapshot", map[string]any{"name": "held"}).status)
+	waitState("started")
+	assert.Equal(t, "active", c.api("GET", "/snapshots/held", nil).obj(t)["state"])
 }
 
 func TestIssuedSecrets(t *testing.T) {

@@ -27,7 +27,10 @@ type SnapshotFault struct {
 	Times     int    // how many snapshots it affects; 0 = unlimited
 	// Hold keeps the sandbox snapshotting this long instead of one step (a
 	// slow job: a client's wait can time out before it ends).
-	Hold    time.Duration
+	Hold time.Duration
+	// Until, when set, keeps the sandbox snapshotting until it is closed (a
+	// job whose end the test decides); it takes precedence over Hold.
+	Until   <-chan struct{}
 	Outcome SnapshotOutcome
 	Reason  string // the error reason with SnapshotSandboxErrors
 }

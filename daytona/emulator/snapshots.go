@@ -306,9 +306,23 @@ func (s *Server) handleSandboxSnapshot(w http.ResponseWriter, r *http.Request) {
 		sn.createdAt, sn.updatedAt, sn.lastUsedAt = at, at, &at
 		s.snapshots[sn.id] = sn
 	}
-	if fault.Hold > 0 {
+	switch {
+	case fault.Until != nil:
+		s.goLocked(func() {
+			select {
+			case <-fault.Until:
+			case <-s.ctx.Done():
+				return
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if !s.closed {
+				finish()
+			}
+		})
+	case fault.Hold > 0:
 		s.afterLocked(fault.Hold, finish)
-	} else {
+	default:
 		s.afterStepLocked(finish)
 	}
 	d := s.sandboxDTOLocked(sb, baseURL(r))

@@ -92,3 +92,22 @@ func (s *Server) handleValidateSSH(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"valid": true, "sandboxId": a.sandboxID})
 }
+
+// SSHAccessView describes a live SSH token.
+type SSHAccessView struct {
+	SandboxID string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// SSHAccess reports a token that is still on record (not revoked, its
+// sandbox not deleted), expired or not.
+func (s *Server) SSHAccess(token string) (SSHAccessView, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.sshAccess[token]
+	if a == nil {
+		return SSHAccessView{}, false
+	}
+	return SSHAccessView{SandboxID: a.sandboxID, CreatedAt: a.createdAt, ExpiresAt: a.expiresAt}, true
+}
