@@ -65,6 +65,16 @@ func (c *Client) CreateSnapshotFromSandbox(ctx context.Context, id, name string)
 	return &sb, nil
 }
 
+// WaitSnapshotDone waits (within timeout; <= 0: only ctx bounds it) until the
+// sandbox has left the snapshotting state, as the SDK's createSnapshot does.
+// It fails with a *SandboxStateError when the sandbox ends in error or
+// build_failed, and with a *WaitTimeoutError when time runs out. Leaving the
+// state does not prove the snapshot exists: Daytona restores the sandbox's
+// state before it records the snapshot, and also when the job failed.
+func (c *Client) WaitSnapshotDone(ctx context.Context, id string, timeout time.Duration) (*Sandbox, error) {
+	return c.waitForState(ctx, id, timeout, waitSnapshotDone)
+}
+
 // CreateSnapshotFromSandboxAndWait creates the snapshot and waits until the
 // sandbox has left the snapshotting state.
 func (c *Client) CreateSnapshotFromSandboxAndWait(ctx context.Context, id, name string, timeout time.Duration) (*Sandbox, error) {
@@ -98,5 +108,14 @@ func (c *Client) DeleteSnapshot(ctx context.Context, idOrName string) error {
 	if err != nil {
 		return err
 	}
-	return c.sendJSON(ctx, http.MethodDelete, c.apiEndpoint("snapshots", s.ID), nil, nil)
+	return c.DeleteSnapshotByID(ctx, s.ID)
+}
+
+// DeleteSnapshotByID deletes the snapshot with that UUID (Daytona marks it
+// removing and drops it soon after).
+func (c *Client) DeleteSnapshotByID(ctx context.Context, id string) error {
+	if id == "" {
+		return errors.New("daytona: snapshot: empty ID")
+	}
+	return c.sendJSON(ctx, http.MethodDelete, c.apiEndpoint("snapshots", id), nil, nil)
 }
