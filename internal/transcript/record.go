@@ -76,15 +76,23 @@ func isSecretKey(k string) bool {
 }
 
 // Redact replaces secret string values in a decoded JSON value by
-// "<redacted>": members whose names look secret, and the values of
-// {"name":…, "value":…} header pairs (runner ingress secretHeaders).
+// "<redacted>": members whose names look secret, the values of
+// {"name":…, "value":…} header pairs (runner ingress secretHeaders), and
+// every string of an object its metadata marks sensitive (an interactive
+// setup's connectionPayload: the SSH command carries the token) but its type.
 func Redact(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		_, hasName := v["name"].(string)
+		sensitive := false
+		if meta, ok := v["metadata"].(map[string]any); ok {
+			sensitive = meta["sensitive"] == true
+		}
 		for k, x := range v {
-			if s, ok := x.(string); ok && (isSecretKey(k) || (hasName && k == "value")) && s != "" {
+			s, isString := x.(string)
+			secret := isSecretKey(k) || (hasName && k == "value") || (sensitive && k != "type")
+			if isString && secret && s != "" {
 				out[k] = "<redacted>"
 				continue
 			}

@@ -85,6 +85,17 @@ func TestRedact(t *testing.T) {
 	out, err := EncodeOrdered(Redact(in))
 	require.NoError(t, err)
 	assert.Equal(t, `{"params":{"config":{"apiKey":"<redacted>","image":"img"},"count":3,"secretHeaders":[{"name":"X-Daytona-Preview-Token","value":"<redacted>"}],"token":"<redacted>"}}`, string(out))
+
+	// An interactive setup's payload is marked sensitive: its command holds
+	// the SSH token too.
+	payload := map[string]any{"result": map[string]any{
+		"connectionSummary": map[string]any{"type": "ssh", "commandRedacted": true, "expiresAt": "2030-01-01T00:00:00.000Z"},
+		"connectionPayload": map[string]any{"type": "ssh", "command": "ssh tok@ssh.app.daytona.io", "token": "tok",
+			"expiresAt": "2030-01-01T00:00:00.000Z", "metadata": map[string]any{"provider": "daytona", "sensitive": true}},
+	}}
+	out, err = EncodeOrdered(Redact(payload))
+	require.NoError(t, err)
+	assert.Equal(t, `{"result":{"connectionPayload":{"command":"<redacted>","expiresAt":"<redacted>","metadata":{"provider":"daytona","sensitive":true},"token":"<redacted>","type":"ssh"},"connectionSummary":{"commandRedacted":true,"expiresAt":"2030-01-01T00:00:00.000Z","type":"ssh"}}}`, string(out))
 }
 
 func TestParseAndWriteRoundTrip(t *testing.T) {
