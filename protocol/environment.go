@@ -143,11 +143,13 @@ type ExecuteResult struct {
 }
 
 // RunnerIngressEndpointParams are the params of environmentRunnerIngressEndpoint.
+// Port and Path are kept raw: the plugin compares them with === and a regular
+// expression, so a value of another type gets its message, not a decode error.
 type RunnerIngressEndpointParams struct {
 	DriverBaseParams
-	Lease Lease  `json:"lease"`
-	Port  int    `json:"port"`
-	Path  string `json:"path"`
+	Lease *Lease          `json:"lease"`
+	Port  json.RawMessage `json:"port"`
+	Path  json.RawMessage `json:"path"`
 }
 
 // SecretHeader is a header the host must send to reach the ingress.
@@ -155,6 +157,12 @@ type SecretHeader struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 }
+
+// Runner ingress kinds and the header that carries the preview token.
+const (
+	RunnerIngressKindAuthenticatedWebsocket = "authenticated_websocket"
+	PreviewTokenHeader                      = "X-Daytona-Preview-Token"
+)
 
 // RunnerIngressEndpoint is the result of environmentRunnerIngressEndpoint.
 type RunnerIngressEndpoint struct {
@@ -210,97 +218,117 @@ type SyncResult struct {
 }
 
 // StartInteractiveSetupParams are the params of environmentStartInteractiveSetup.
+// ConnectionExpiresInMinutes and ExpiresAt are kept raw: the plugin clamps any
+// number and falls back on anything else, and passes expiresAt through as sent.
 type StartInteractiveSetupParams struct {
 	DriverBaseParams
-	SessionID                  string   `json:"sessionId"`
-	SourceTemplateRef          *string  `json:"sourceTemplateRef,omitempty"`
-	SourceTemplateKind         *string  `json:"sourceTemplateKind,omitempty"`
-	ConnectionExpiresInMinutes *float64 `json:"connectionExpiresInMinutes,omitempty"`
-	ExpiresAt                  *string  `json:"expiresAt,omitempty"`
+	SessionID                  *string         `json:"sessionId"`
+	SourceTemplateRef          *string         `json:"sourceTemplateRef"`
+	SourceTemplateKind         *string         `json:"sourceTemplateKind"`
+	ConnectionExpiresInMinutes json.RawMessage `json:"connectionExpiresInMinutes"`
+	ExpiresAt                  json.RawMessage `json:"expiresAt"`
 }
 
 // GetInteractiveSetupParams are the params of environmentGetInteractiveSetup.
+// IncludeConnectionPayload counts only when it is exactly true.
 type GetInteractiveSetupParams struct {
 	DriverBaseParams
-	ProviderLeaseID            *string        `json:"providerLeaseId"`
-	SetupMetadata              map[string]any `json:"setupMetadata,omitempty"`
-	IncludeConnectionPayload   bool           `json:"includeConnectionPayload,omitempty"`
-	ConnectionExpiresInMinutes *float64       `json:"connectionExpiresInMinutes,omitempty"`
+	ProviderLeaseID            *string         `json:"providerLeaseId"`
+	SetupMetadata              json.RawMessage `json:"setupMetadata,omitempty"`
+	IncludeConnectionPayload   json.RawMessage `json:"includeConnectionPayload"`
+	ConnectionExpiresInMinutes json.RawMessage `json:"connectionExpiresInMinutes"`
 }
+
+// Interactive setup statuses.
+const (
+	SetupStatusWaitingForUser = "waiting_for_user"
+	SetupStatusCancelled      = "cancelled"
+	SetupStatusTimedOut       = "timed_out"
+	SetupStatusMissing        = "missing"
+)
 
 // ConnectionSummary is the redacted description of an interactive connection.
 type ConnectionSummary struct {
-	Type            string         `json:"type"`
-	Username        *string        `json:"username,omitempty"`
-	HostRedacted    bool           `json:"hostRedacted"`
-	PortRedacted    bool           `json:"portRedacted"`
-	CommandRedacted *bool          `json:"commandRedacted,omitempty"`
-	ExpiresAt       *string        `json:"expiresAt,omitempty"`
-	Metadata        map[string]any `json:"metadata,omitempty"`
+	Type            string  `json:"type"`
+	Username        *string `json:"username,omitempty"`
+	HostRedacted    bool    `json:"hostRedacted"`
+	PortRedacted    bool    `json:"portRedacted"`
+	CommandRedacted *bool   `json:"commandRedacted,omitempty"`
+	ExpiresAt       *string `json:"expiresAt,omitempty"`
+	Metadata        any     `json:"metadata,omitempty"`
 }
 
-// ConnectionPayload carries the secret connection details.
+// ConnectionPayload carries the secret connection details. Token is null
+// when the provider gave a command but no token.
 type ConnectionPayload struct {
-	Type      string         `json:"type"`
-	Command   *string        `json:"command,omitempty"`
-	Token     *string        `json:"token,omitempty"`
-	ExpiresAt *string        `json:"expiresAt,omitempty"`
-	Metadata  map[string]any `json:"metadata,omitempty"`
+	Type      string  `json:"type"`
+	Command   string  `json:"command"`
+	Token     *string `json:"token"`
+	ExpiresAt string  `json:"expiresAt"`
+	Metadata  any     `json:"metadata,omitempty"`
 }
 
-// InteractiveSetupSession is the result of the start/get interactive setup calls.
+// InteractiveSetupSession is the result of the start/get interactive setup
+// calls. ExpiresAt is written only when set (start answers it, get does not).
 type InteractiveSetupSession struct {
 	ProviderLeaseID   *string            `json:"providerLeaseId"`
 	Status            string             `json:"status"`
+	ExpiresAt         json.RawMessage    `json:"expiresAt,omitempty"`
 	ConnectionSummary *ConnectionSummary `json:"connectionSummary"`
-	ConnectionPayload *ConnectionPayload `json:"connectionPayload,omitempty"`
-	ExpiresAt         *string            `json:"expiresAt,omitempty"`
-	Metadata          map[string]any     `json:"metadata,omitempty"`
+	ConnectionPayload *ConnectionPayload `json:"connectionPayload"`
+	Metadata          any                `json:"metadata,omitempty"`
 }
 
-// CaptureTemplateParams are the params of environmentCaptureTemplate.
+// CaptureTemplateParams are the params of environmentCaptureTemplate. The
+// template refs only count as present or absent (JavaScript truthiness), and
+// a timeoutMs that is not a positive number falls back to the config's.
 type CaptureTemplateParams struct {
 	DriverBaseParams
-	ProviderLeaseID     *string        `json:"providerLeaseId"`
-	SetupMetadata       map[string]any `json:"setupMetadata,omitempty"`
-	SourceTemplateRef   *string        `json:"sourceTemplateRef,omitempty"`
-	PreviousTemplateRef *string        `json:"previousTemplateRef,omitempty"`
-	TemplateLabel       *string        `json:"templateLabel,omitempty"`
-	TimeoutMs           *float64       `json:"timeoutMs,omitempty"`
+	ProviderLeaseID     *string         `json:"providerLeaseId"`
+	SetupMetadata       json.RawMessage `json:"setupMetadata,omitempty"`
+	SourceTemplateRef   json.RawMessage `json:"sourceTemplateRef"`
+	PreviousTemplateRef json.RawMessage `json:"previousTemplateRef"`
+	TemplateLabel       *string         `json:"templateLabel"`
+	TimeoutMs           json.RawMessage `json:"timeoutMs"`
 }
+
+// Template kinds.
+const TemplateKindSnapshot = "snapshot"
 
 // CaptureTemplateResult is the result of environmentCaptureTemplate.
 type CaptureTemplateResult struct {
-	TemplateRef  string         `json:"templateRef"`
-	TemplateKind string         `json:"templateKind"`
-	Metadata     map[string]any `json:"metadata,omitempty"`
+	TemplateKind string `json:"templateKind"`
+	TemplateRef  string `json:"templateRef"`
+	Metadata     any    `json:"metadata,omitempty"`
 }
 
 // CancelInteractiveSetupParams are the params of environmentCancelInteractiveSetup.
+// Reason is echoed back as sent.
 type CancelInteractiveSetupParams struct {
 	DriverBaseParams
-	ProviderLeaseID *string        `json:"providerLeaseId"`
-	SetupMetadata   map[string]any `json:"setupMetadata,omitempty"`
-	Reason          *string        `json:"reason,omitempty"`
+	ProviderLeaseID *string         `json:"providerLeaseId"`
+	SetupMetadata   json.RawMessage `json:"setupMetadata,omitempty"`
+	Reason          json.RawMessage `json:"reason"`
 }
 
 // CancelInteractiveSetupResult is the result of environmentCancelInteractiveSetup.
 type CancelInteractiveSetupResult struct {
-	Status   string         `json:"status"`
-	Metadata map[string]any `json:"metadata,omitempty"`
+	Status   string `json:"status"`
+	Metadata any    `json:"metadata,omitempty"`
 }
 
-// DeleteTemplateParams are the params of environmentDeleteTemplate.
+// DeleteTemplateParams are the params of environmentDeleteTemplate. Reason is
+// echoed back as sent.
 type DeleteTemplateParams struct {
 	DriverBaseParams
-	TemplateRef  string         `json:"templateRef"`
-	TemplateKind *string        `json:"templateKind,omitempty"`
-	Metadata     map[string]any `json:"metadata,omitempty"`
-	Reason       *string        `json:"reason,omitempty"`
+	TemplateRef  *string         `json:"templateRef"`
+	TemplateKind *string         `json:"templateKind"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	Reason       json.RawMessage `json:"reason"`
 }
 
 // DeleteTemplateResult is the result of environmentDeleteTemplate.
 type DeleteTemplateResult struct {
-	Deleted  bool           `json:"deleted"`
-	Metadata map[string]any `json:"metadata,omitempty"`
+	Deleted  bool `json:"deleted"`
+	Metadata any  `json:"metadata,omitempty"`
 }

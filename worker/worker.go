@@ -54,6 +54,8 @@ type Worker struct {
 	clients clients
 	leases  *leases
 	spans   spans
+	reapers *reapers           // cleanups of captures that gave up before Daytona finished
+	ingress ingressGenerations // runner ingress generation per sandbox
 
 	methods map[string]methodFunc // built once in New; read-only after
 
@@ -86,6 +88,7 @@ func New(host Host, opts Options) *Worker {
 		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID,
 		clients: clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
 		leases:  newLeases(opts.Now),
+		reapers: newReapers(),
 	}
 	w.methods = w.driverMethods()
 	return w
@@ -157,6 +160,8 @@ func (w *Worker) Close(ctx context.Context) error {
 	// Login PTYs and duplex channels are not built yet, so none is open; the
 	// handle cache is dropped so a lingering handler cannot reuse it.
 	w.leases.dropHandles()
+	w.ingress.reset()
+	w.reapers.close(ctx)
 	w.waitSpans(ctx)
 	return nil
 }
@@ -176,6 +181,13 @@ func (w *Worker) driverMethods() map[string]methodFunc {
 		protocol.MethodEnvironmentDestroyLease:     w.destroyLease,
 		protocol.MethodEnvironmentRealizeWorkspace: w.realizeWorkspace,
 		protocol.MethodEnvironmentExecute:          w.execute,
+
+		protocol.MethodEnvironmentRunnerIngressEndpoint:  w.runnerIngressEndpoint,
+		protocol.MethodEnvironmentStartInteractiveSetup:  w.startInteractiveSetup,
+		protocol.MethodEnvironmentGetInteractiveSetup:    w.getInteractiveSetup,
+		protocol.MethodEnvironmentCaptureTemplate:        w.captureTemplate,
+		protocol.MethodEnvironmentCancelInteractiveSetup: w.cancelInteractiveSetup,
+		protocol.MethodEnvironmentDeleteTemplate:         w.deleteTemplate,
 	}
 }
 

@@ -1,0 +1,454 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+// Interactive setup: a sandbox the operator customises by hand over SSH,
+// later captured as a template (see template.go).
+const (
+	defaultSSHAccessMinutes = 60
+	maxSSHAccessMinutes     = 24 * 60
+	sshGatewayHost          = "ssh.app.daytona.io"
+	setupPurpose            = "interactive_setup"
+	setupNamePrefix         = "paperclip-setup-"
+	connectionTypeSSH       = "ssh"
+	connectionUsername      = "token"
+	msgSSHAccessIncomplete  = "Daytona SSH access did not return a token or SSH command."
+)
+
+// setupMetadata is the plugin's interactiveSetupMetadata, in its member order.
+type setupMetadata struct {
+	Provider                  string  `json:"provider"`
+	SandboxID                 string  `json:"sandboxId"`
+	SandboxState              *string `json:"sandboxState"`
+	ShellCommand              string  `json:"shellCommand"`
+	ImageConfigured           bool    `json:"imageConfigured"`
+	SnapshotConfigured        bool    `json:"snapshotConfigured"`
+	SourceTemplateRefRedacted bool    `json:"sourceTemplateRefRedacted"`
+	Target                    *string `json:"target,omitempty"`
+	TimeoutMs                 float64 `json:"timeoutMs"`
+	RemoteCwd                 string  `json:"remoteCwd"`
+	ConnectionRedacted        bool    `json:"connectionRedacted"`
+}
+
+func newSetupMetadata(cfg DriverConfig, sbx *daytona.Sandbox, shell, remoteCwd string, fromTemplate bool) setupMetadata {
+	m := setupMetadata{
+		Provider: providerName, SandboxID: sbx.ID, ShellCommand: shell,
+		ImageConfigured: cfg.Image != nil, SnapshotConfigured: cfg.Snapshot != nil,
+		SourceTemplateRefRedacted: fromTemplate, TimeoutMs: cfg.TimeoutMs, RemoteCwd: remoteCwd,
+		ConnectionRedacted: true,
+	}
+	if sbx.State != "" {
+		state := string(sbx.State)
+		m.SandboxState = &state
+	}
+	if sbx.Target != "" {
+		target := sbx.Target
+		m.Target = &target
+	}
+	return m
+}
+
+// Metadata of the connection summary and payload, in the plugin's order.
+type (
+	summaryMetadata struct {
+		Provider         string `json:"provider"`
+		ExpiresInMinutes *int   `json:"expiresInMinutes,omitempty"`
+	}
+	payloadMetadata struct {
+		Provider  string `json:"provider"`
+		Sensitive bool   `json:"sensitive"`
+	}
+	missingMetadata struct {
+		Provider string `json:"provider"`
+		Missing  bool   `json:"missing"`
+	}
+	cancelMetadata struct {
+		Provider  string          `json:"provider"`
+		SandboxID string          `json:"sandboxId,omitempty"`
+		Missing   bool            `json:"missing,omitempty"`
+		Reason    json.RawMessage `json:"reason"`
+	}
+)
+
+// sshConnection is the plugin's createSshConnection result: the redacted
+// summary the host may store and show, and the payload that opens the door.
+type sshConnection struct {
+	summary *protocol.ConnectionSummary
+	payload *protocol.ConnectionPayload
+}
+
+func redactedSummary() *protocol.ConnectionSummary {
+	username, yes := connectionUsername, true
+	return &protocol.ConnectionSummary{
+		Type: connectionTypeSSH, Username: &username, HostRedacted: true, PortRedacted: true, CommandRedacted: &yes,
+		Metadata: summaryMetadata{Provider: providerName},
+	}
+}
+
+// connectionExpiresInMinutes is the plugin's resolveConnectionExpiresInMinutes:
+// any finite JSON number, truncated and clamped to 1..1440; anything else
+// (absent, null, a string) is the default of 60.
+func connectionExpiresInMinutes(raw json.RawMessage) int {
+	n, ok := rawJSONNumber(raw)
+	if !ok || !isFinite(n) {
+		return defaultSSHAccessMinutes
+	}
+	return int(math.Min(maxSSHAccessMinutes, math.Max(1, jsTrunc(n))))
+}
+
+// rawJSONNumber reads raw as a JSON number (typeof x === "number"); numbers
+// beyond float64 are ±Infinity, as in JavaScript.
+func rawJSONNumber(raw json.RawMessage) (float64, bool) {
+	var n json.Number
+	if len(raw) == 0 || json.Unmarshal(raw, &n) != nil {
+		return 0, false
+	}
+	if t := strings.TrimSpace(string(raw)); t == "" || t[0] == '"' {
+		return 0, false // json.Number also accepts a quoted number
+	}
+	return jsNumber(n), true
+}
+
+// isoMillis renders t as JavaScript's Date#toISOString.
+func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// createSSHConnection is the plugin's createSshConnection: an SSH token
+// valid for minutes, the command that uses it (Daytona's, else one built on
+// the public gateway), and the expiry Daytona reports (else now + minutes).
+// Nothing of the token or command is ever logged or put in an error.
+func (w *Worker) createSSHConnection(ctx context.Context, client *daytona.Client, sandboxID string, minutes int) (sshConnection, error) {
+	fallback := isoMillis(w.now().Add(time.Duration(minutes) * time.Minute))
+	access, err := client.CreateSSHAccess(ctx, sandboxID, minutes)
+	if err != nil {
+		return sshConnection{}, err
+	}
+	trim := func(s string) string { return strings.TrimFunc(s, isJSWhitespace) }
+	var token *string
+	if t := trim(access.Token); t != "" {
+		token = &t
+	}
+	command := trim(access.SSHCommand)
+	if command == "" && token != nil {
+		command = "ssh " + *token + "@" + sshGatewayHost
+	}
+	if command == "" {
+		return sshConnection{}, errors.New(msgSSHAccessIncomplete)
+	}
+	expires := trim(access.ExpiresAt)
+	if expires == "" {
+		expires = fallback
+	}
+	summary := redactedSummary()
+	summary.ExpiresAt = &expires
+	summary.Metadata = summaryMetadata{Provider: providerName, ExpiresInMinutes: &minutes}
+	return sshConnection{
+		summary: summary,
+		payload: &protocol.ConnectionPayload{
+			Type: connectionTypeSSH, Command: command, Token: token, ExpiresAt: expires,
+			Metadata: payloadMetadata{Provider: providerName, Sensitive: true},
+		},
+	}, nil
+}
+
+// withSetupSourceTemplate is the plugin's withSetupSourceTemplate: a setup
+// starts from the template it refines (an image or a snapshot) instead of
+// the environment's own image or snapshot.
+func withSetupSourceTemplate(cfg DriverConfig, p protocol.StartInteractiveSetupParams) (DriverConfig, error) {
+	if p.SourceTemplateRef == nil || *p.SourceTemplateRef == "" {
+		return cfg, nil
+	}
+	ref := *p.SourceTemplateRef
+	kind := protocol.TemplateKindSnapshot
+	if p.SourceTemplateKind != nil {
+		kind = *p.SourceTemplateKind
+	}
+	switch kind {
+	case "image":
+		cfg.Image, cfg.Snapshot = &ref, nil
+	case protocol.TemplateKindSnapshot:
+		cfg.Snapshot, cfg.Image = &ref, nil
+	default:
+		return cfg, fmt.Errorf("Daytona interactive setup can start from image or snapshot templates only, not %s.", kind)
+	}
+	return cfg, nil
+}
+
+// startInteractiveSetup creates a setup sandbox (labelled with the session
+// and the interactive_setup purpose), prepares its workspace and opens SSH
+// access to it. One budget (timeoutMs) covers every step; a failure after
+// the sandbox exists deletes it, and a creation whose outcome is unknown is
+// looked up by its attempt name and deleted.
+func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p protocol.StartInteractiveSetupParams
+	if err := decodeParams(protocol.MethodEnvironmentStartInteractiveSetup, raw, &p); err != nil {
+		return nil, err
+	}
+	rc, err := decodeRawConfig(p.Config)
+	if err != nil {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentStartInteractiveSetup, err)
+	}
+	cfg, err := withSetupSourceTemplate(parseDriverConfig(rc), p)
+	if err != nil {
+		return nil, err
+	}
+	if msg := cfg.runtimeResourceError(); msg != "" {
+		return nil, errors.New(msg)
+	}
+	client, account, err := w.client(cfg)
+	if err != nil {
+		return nil, err
+	}
+	minutes := connectionExpiresInMinutes(p.ConnectionExpiresInMinutes)
+	budget := time.Duration(cfg.TimeoutMs) * time.Millisecond
+	secs := timeoutSeconds(cfg.TimeoutMs)
+	bctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+
+	attempt := w.newID()
+	sessionID := ""
+	if p.SessionID != nil {
+		sessionID = *p.SessionID
+	}
+	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID, reuseLease: cfg.ReuseLease,
+		setupSessionID: sessionID, purpose: setupPurpose, attemptID: attempt})
+	su := &setupAttempt{w: w, client: client, parent: ctx, budget: budget, name: setupNamePrefix + attempt, attempt: attempt}
+
+	sbx, err := client.Create(bctx, createParams(cfg, su.name, labels))
+	if err != nil {
+		return nil, su.createFailed(bctx, err)
+	}
+	su.sandboxID = sbx.ID
+	if sbx.State != daytona.StateStarted {
+		got, err := client.WaitUntilStarted(bctx, sbx.ID, budget)
+		if err != nil {
+			return nil, su.failAfterCreate(bctx, "create", err)
+		}
+		sbx = got
+	}
+	tb := client.Toolbox(sbx)
+	remoteCwd, err := resolveWorkingDirectory(bctx, tb)
+	if err != nil {
+		return nil, su.failAfterCreate(bctx, "workspace", err)
+	}
+	shell := detectShell(bctx, tb, secs)
+	conn, err := w.createSSHConnection(bctx, client, sbx.ID, minutes)
+	if err != nil {
+		return nil, su.failAfterCreate(bctx, "ssh access", err)
+	}
+
+	sc := scope{driverKey: p.DriverKey, companyID: p.CompanyID, environmentID: p.EnvironmentID,
+		providerLeaseID: sbx.ID, config: cfg, account: account}
+	w.leases.open(sc.key())
+	if err := w.leases.seedHandle(sc, sbx); err != nil {
+		return nil, su.failAfterCreate(bctx, "handle", err)
+	}
+	expires := p.ExpiresAt
+	if len(expires) == 0 || string(expires) == "null" {
+		expires, _ = json.Marshal(conn.payload.ExpiresAt)
+	}
+	id := sbx.ID
+	return protocol.InteractiveSetupSession{
+		ProviderLeaseID:   &id,
+		Status:            protocol.SetupStatusWaitingForUser,
+		ExpiresAt:         expires,
+		ConnectionSummary: conn.summary,
+		ConnectionPayload: conn.payload,
+		Metadata:          newSetupMetadata(cfg, sbx, shell, remoteCwd, p.SourceTemplateRef != nil && *p.SourceTemplateRef != ""),
+	}, nil
+}
+
+// setupAttempt is one interactive-setup creation, for its failure paths.
+type setupAttempt struct {
+	w         *Worker
+	client    *daytona.Client
+	parent    context.Context
+	budget    time.Duration
+	name      string
+	attempt   string
+	sandboxID string
+}
+
+func (su *setupAttempt) phaseError(bctx context.Context, phase string, err error) error {
+	if errors.Is(bctx.Err(), context.DeadlineExceeded) && su.parent.Err() == nil {
+		return fmt.Errorf("Daytona interactive setup exceeded %d ms during %s (timed out): %w", su.budget.Milliseconds(), phase, err)
+	}
+	return err
+}
+
+func (su *setupAttempt) cleanupContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(su.parent), cleanupGrace)
+}
+
+// failAfterCreate deletes the sandbox this attempt created.
+func (su *setupAttempt) failAfterCreate(bctx context.Context, phase string, cause error) error {
+	err := su.phaseError(bctx, phase, cause)
+	cctx, cancel := su.cleanupContext()
+	defer cancel()
+	if derr := deleteSandbox(cctx, su.client, su.sandboxID, false, cleanupGrace); derr != nil {
+		su.w.log.Warn().Str("sandbox", su.sandboxID).Err(derr).Msg("cannot delete the sandbox of a failed interactive setup")
+	}
+	return err
+}
+
+// createFailed handles a create whose outcome may be a sandbox after all:
+// it is found by the attempt's name and deleted if it carries the attempt's
+// label. A definite refusal created nothing.
+func (su *setupAttempt) createFailed(bctx context.Context, cause error) error {
+	err := su.phaseError(bctx, "create", cause)
+	if definitelyNotCreated(cause) {
+		return err
+	}
+	cctx, cancel := su.cleanupContext()
+	defer cancel()
+	sbx, gerr := su.client.Get(cctx, su.name)
+	switch {
+	case errors.Is(gerr, daytona.ErrNotFound):
+		su.w.log.Warn().Str("name", su.name).Msg("an interactive setup sandbox may still appear after a failed create; it carries the name and labels of its attempt")
+		return err
+	case gerr != nil:
+		su.w.log.Warn().Str("name", su.name).Err(gerr).Msg("cannot look up the sandbox of a failed interactive setup create")
+		return err
+	case sbx.Labels[labelCreateAttempt] != su.attempt:
+		return err
+	}
+	if derr := deleteSandbox(cctx, su.client, sbx.ID, false, cleanupGrace); derr != nil {
+		su.w.log.Warn().Str("sandbox", sbx.ID).Err(derr).Msg("cannot delete the sandbox of a failed interactive setup create")
+	}
+	return err
+}
+
+// missingSetup is the answer for a setup whose sandbox is gone (or was never
+// recorded).
+func missingSetup() protocol.InteractiveSetupSession {
+	return protocol.InteractiveSetupSession{
+		Status:   protocol.SetupStatusMissing,
+		Metadata: missingMetadata{Provider: providerName, Missing: true},
+	}
+}
+
+// getInteractiveSetup reports a setup sandbox: started again if it was
+// stopped meanwhile, with fresh SSH access only when the host asks for the
+// payload (includeConnectionPayload exactly true); a sandbox that no longer
+// exists is `missing`.
+func (w *Worker) getInteractiveSetup(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p protocol.GetInteractiveSetupParams
+	if err := decodeParams(protocol.MethodEnvironmentGetInteractiveSetup, raw, &p); err != nil {
+		return nil, err
+	}
+	rc, err := decodeRawConfig(p.Config)
+	if err != nil {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentGetInteractiveSetup, err)
+	}
+	cfg := parseDriverConfig(rc)
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return missingSetup(), nil
+	}
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	withPayload := strings.TrimSpace(string(p.IncludeConnectionPayload)) == "true"
+	return w.leases.withActivity(ctx, sc, false, func() (any, error) {
+		s, err := w.getSandboxOrNil(ctx, sc)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			return missingSetup(), nil
+		}
+		secs := timeoutSeconds(cfg.TimeoutMs)
+		if err := s.ensureStarted(ctx, secs); err != nil {
+			return nil, err
+		}
+		tb := s.toolbox()
+		remoteCwd, err := resolveWorkingDirectory(ctx, tb)
+		if err != nil {
+			return nil, err
+		}
+		shell := detectShell(ctx, tb, secs)
+		conn := sshConnection{summary: redactedSummary()}
+		if withPayload {
+			if conn, err = w.createSSHConnection(ctx, s.client, s.id(), connectionExpiresInMinutes(p.ConnectionExpiresInMinutes)); err != nil {
+				return nil, err
+			}
+		}
+		id := s.id()
+		return protocol.InteractiveSetupSession{
+			ProviderLeaseID:   &id,
+			Status:            protocol.SetupStatusWaitingForUser,
+			ConnectionSummary: conn.summary,
+			ConnectionPayload: conn.payload,
+			Metadata:          newSetupMetadata(cfg, s.snapshot(), shell, remoteCwd, false),
+		}, nil
+	})
+}
+
+// rawOrNull is `value ?? null` for a raw JSON member.
+func rawOrNull(raw json.RawMessage) json.RawMessage {
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+// cancelInteractiveSetup ends a setup: admission is closed, work on the
+// sandbox drains, and the sandbox is deleted. The answer is `timed_out` when
+// the host cancelled for that reason, `cancelled` otherwise, and `missing`
+// when there was nothing to delete.
+func (w *Worker) cancelInteractiveSetup(ctx context.Context, raw json.RawMessage) (any, error) {
+	var p protocol.CancelInteractiveSetupParams
+	if err := decodeParams(protocol.MethodEnvironmentCancelInteractiveSetup, raw, &p); err != nil {
+		return nil, err
+	}
+	rc, err := decodeRawConfig(p.Config)
+	if err != nil {
+		return nil, protocol.InvalidParams(protocol.MethodEnvironmentCancelInteractiveSetup, err)
+	}
+	cfg := parseDriverConfig(rc)
+	reason := rawOrNull(p.Reason)
+	missing := protocol.CancelInteractiveSetupResult{
+		Status:   protocol.SetupStatusMissing,
+		Metadata: cancelMetadata{Provider: providerName, Missing: true, Reason: reason},
+	}
+	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+		return missing, nil
+	}
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := w.beginTeardown(sc)
+	defer t.end()
+	s, err := w.getSandboxOrNil(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return missing, nil
+	}
+	w.leases.evictHandle(t.key, nil)
+	t.drain(ctx, s)
+	if _, err := t.delete(ctx, s, cfg); err != nil {
+		return nil, err
+	}
+	status := protocol.SetupStatusCancelled
+	var r string
+	if json.Unmarshal(reason, &r) == nil && r == protocol.SetupStatusTimedOut {
+		status = protocol.SetupStatusTimedOut
+	}
+	return protocol.CancelInteractiveSetupResult{
+		Status:   status,
+		Metadata: cancelMetadata{Provider: providerName, SandboxID: s.id(), Reason: reason},
+	}, nil
+}
