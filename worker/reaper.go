@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -76,7 +77,11 @@ func (rs *reapers) start(w *Worker, key string, check func(context.Context) bool
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				w.log.Warn().Msg("gave up waiting for the snapshot job of a failed capture; a snapshot it records later is left behind")
+				why := "gave up waiting for the snapshot job of a failed capture"
+				if rs.ctx.Err() != nil {
+					why = "shutting down before the snapshot job of a failed capture ended"
+				}
+				w.log.Warn().Str("key", key[strings.IndexByte(key, 0)+1:]).Msg(why + "; a snapshot it records later is left behind")
 				return
 			case <-t.C:
 			}

@@ -360,12 +360,19 @@ func (w *Worker) getInteractiveSetup(ctx context.Context, raw json.RawMessage) (
 	}
 	withPayload := strings.TrimSpace(string(p.IncludeConnectionPayload)) == "true"
 	return w.leases.withActivity(ctx, sc, false, func() (any, error) {
-		s, err := w.getSandboxOrNil(ctx, sc)
+		s, hit, err := w.getSandbox(ctx, sc)
+		if hit && err == nil {
+			// A poll reports the provider's live state, never a cached one:
+			// the sandbox may have been deleted or stopped since.
+			if err = s.refresh(ctx); err != nil {
+				w.leases.evictHandle(s.key, s.h)
+			}
+		}
+		if errors.Is(err, daytona.ErrNotFound) {
+			return missingSetup(), nil
+		}
 		if err != nil {
 			return nil, err
-		}
-		if s == nil {
-			return missingSetup(), nil
 		}
 		secs := timeoutSeconds(cfg.TimeoutMs)
 		if err := s.ensureStarted(ctx, secs); err != nil {

@@ -224,7 +224,7 @@ func refusedOutright(err error) bool {
 	return errors.As(err, &ae) && ae.StatusCode >= 400 && ae.StatusCode < 500 && ae.StatusCode != http.StatusRequestTimeout
 }
 
-// snapshotPresence looks a snapshot name up, bounded by the liveness timeout.
+// snapshotPresence looks a snapshot name up.
 func (w *Worker) snapshotPresence(ctx context.Context, client *daytona.Client, name string) presence {
 	_, err := client.GetSnapshot(ctx, name)
 	switch {

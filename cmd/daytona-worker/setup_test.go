@@ -126,6 +126,14 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			}
 			return nil
 		},
+		"delete-behind-back": func(a []string, vars transcript.Vars) error {
+			id := str(vars, a[0])
+			if _, err := client.Delete(context.Background(), id); err != nil {
+				return err
+			}
+			_, err := client.WaitForState(context.Background(), id, 30*time.Second, daytona.StateDestroyed)
+			return err
+		},
 		"stop-behind-back": func(a []string, vars transcript.Vars) error {
 			return env.Server.StopBehindClientsBack(str(vars, a[0]))
 		},
