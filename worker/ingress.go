@@ -50,11 +50,10 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 	if p.Lease == nil || p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
 		return nil, errors.New(msgIngressNeedsLease)
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentRunnerIngressEndpoint, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentRunnerIngressEndpoint, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, cfg)
 	if err != nil {
 		return nil, err

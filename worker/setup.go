@@ -194,11 +194,11 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 	if err := decodeParams(protocol.MethodEnvironmentStartInteractiveSetup, raw, &p); err != nil {
 		return nil, err
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentStartInteractiveSetup, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentStartInteractiveSetup, err)
+		return nil, err
 	}
-	cfg, err := withSetupSourceTemplate(parseDriverConfig(rc), p)
+	cfg, err = withSetupSourceTemplate(cfg, p)
 	if err != nil {
 		return nil, err
 	}
@@ -346,11 +346,10 @@ func (w *Worker) getInteractiveSetup(ctx context.Context, raw json.RawMessage) (
 	if err := decodeParams(protocol.MethodEnvironmentGetInteractiveSetup, raw, &p); err != nil {
 		return nil, err
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentGetInteractiveSetup, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentGetInteractiveSetup, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
 		return missingSetup(), nil
 	}
@@ -418,11 +417,10 @@ func (w *Worker) cancelInteractiveSetup(ctx context.Context, raw json.RawMessage
 	if err := decodeParams(protocol.MethodEnvironmentCancelInteractiveSetup, raw, &p); err != nil {
 		return nil, err
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentCancelInteractiveSetup, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentCancelInteractiveSetup, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	reason := rawOrNull(p.Reason)
 	missing := protocol.CancelInteractiveSetupResult{
 		Status:   protocol.SetupStatusMissing,

@@ -107,11 +107,10 @@ func (w *Worker) captureTemplate(ctx context.Context, raw json.RawMessage) (any,
 	if err := decodeParams(protocol.MethodEnvironmentCaptureTemplate, raw, &p); err != nil {
 		return nil, err
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentCaptureTemplate, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentCaptureTemplate, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
 		return nil, errors.New(msgCaptureNeedsLease)
 	}
@@ -384,14 +383,14 @@ func (w *Worker) deleteTemplate(ctx context.Context, raw json.RawMessage) (any, 
 	if kind != protocol.TemplateKindSnapshot {
 		return nil, fmt.Errorf("Daytona can delete snapshot templates only, not %s.", kind)
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentDeleteTemplate, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentDeleteTemplate, err)
+		return nil, err
 	}
 	if p.TemplateRef == nil || *p.TemplateRef == "" {
 		return nil, protocol.InvalidParams(protocol.MethodEnvironmentDeleteTemplate, errors.New("params.templateRef must be a non-empty string"))
 	}
-	client, _, err := w.client(parseDriverConfig(rc))
+	client, _, err := w.client(cfg)
 	if err != nil {
 		return nil, err
 	}
