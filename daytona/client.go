@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 const (
@@ -65,6 +67,10 @@ type Config struct {
 	// HTTPClient should share one; nil gives the client a queue of its own
 	// with DefaultMaxRequestsPerHost.
 	Queue *RequestQueue
+	// Log receives a debug line for every failed request (method, path,
+	// status, code): errors themselves carry only the API's message, as the
+	// SDK does. The zero Logger discards.
+	Log zerolog.Logger
 }
 
 // Clock abstracts time so that waits and retries can be tested without
@@ -108,12 +114,17 @@ type Client struct {
 	version string
 	streams *streamDialer // nil: log streams are not prepared
 	queue   *RequestQueue
+	log     zerolog.Logger
 }
 
 // New builds a Client from cfg.
 func New(cfg Config) (*Client, error) {
 	if strings.TrimSpace(cfg.APIKey) == "" {
 		return nil, errors.New("daytona: Config.APIKey is required")
+	}
+	if !validHeaderValue(cfg.APIKey) {
+		// Node's words for the header the SDK would try to send; nothing is.
+		return nil, &InvalidArgumentError{Message: `Invalid character in header content ["Authorization"]`}
 	}
 	raw := cfg.APIURL
 	if raw == "" {
@@ -132,6 +143,7 @@ func New(cfg Config) (*Client, error) {
 		clock:  cfg.Clock,
 		randf:  cfg.Rand,
 		queue:  cfg.Queue,
+		log:    cfg.Log,
 	}
 	if c.queue == nil {
 		c.queue = NewRequestQueue(0)
@@ -167,6 +179,17 @@ func New(cfg Config) (*Client, error) {
 		c.header.Set("X-Daytona-Organization-ID", cfg.OrganizationID)
 	}
 	return c, nil
+}
+
+// validHeaderValue is Node's header check (the SDK's requests fail it before
+// anything is sent): tab, printable ASCII and U+0080..U+00FF only.
+func validHeaderValue(v string) bool {
+	for _, r := range v {
+		if r != '\t' && (r < 0x20 || r == 0x7f || r > 0xff) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Client) now() time.Time {
@@ -265,6 +288,7 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
+		sent := time.Now()
 		release := func() {}
 		if !r.transfer() {
 			if release, err = c.queue.acquire(ctx, hostKey(r.url)); err != nil {
@@ -275,6 +299,11 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 		if err != nil {
 			release()
 			terr := c.transportError(ctx, r, err)
+			if d, ok := ctx.Deadline(); ok {
+				terr.Deadline = d.Sub(sent)
+			}
+			c.log.Debug().Str("method", r.method).Str("url", sanitizeURL(r.url)).Int("attempt", attempt).
+				AnErr("cause", err).Msg("daytona request failed")
 			if ctx.Err() != nil || !c.retryableTransport(r, err) {
 				return nil, terr
 			}
@@ -290,6 +319,8 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 		apiErr := c.newAPIError(r.method, r.url, resp)
 		drainClose(resp.Body)
 		release()
+		c.log.Debug().Str("method", r.method).Str("url", apiErr.URL).Int("status", apiErr.StatusCode).
+			Str("code", apiErr.Code).Int("attempt", attempt).Str("message", apiErr.Message).Msg("daytona request failed")
 		if !r.idempotent() || r.stream != nil || !retryableStatus(resp.StatusCode) {
 			return nil, apiErr
 		}
@@ -299,7 +330,7 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 	}
 }
 
-func (c *Client) transportError(ctx context.Context, r *request, err error) error {
+func (c *Client) transportError(ctx context.Context, r *request, err error) *TransportError {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
 		err = uerr.Err

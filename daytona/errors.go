@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,8 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -39,22 +43,45 @@ var (
 	// ErrSandboxFailed matches a wait that ended because the sandbox reached
 	// the error or build_failed state.
 	ErrSandboxFailed = errors.New("daytona: sandbox failed")
+	// ErrInvalidArgument matches a call the client refused before sending
+	// anything (so nothing was created or changed at Daytona).
+	ErrInvalidArgument = errors.New("daytona: invalid argument")
+	// ErrNotSent matches a request that provably never reached Daytona (the
+	// connection could not be opened, the name did not resolve).
+	ErrNotSent = errors.New("daytona: request not sent")
 	// ErrStreamDropped matches a WebSocket stream (session logs, PTY) whose
 	// connection was lost without a close frame.
 	ErrStreamDropped = errors.New("daytona: stream dropped")
 )
 
+// InvalidArgumentError is a call refused before any request was sent, worded
+// as the SDK words the same refusal. It matches ErrInvalidArgument.
+type InvalidArgumentError struct{ Message string }
+
+func (e *InvalidArgumentError) Error() string { return e.Message }
+
+func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+
 // maxErrorBody bounds how much of an error response body is read and kept.
 const maxErrorBody = 64 << 10
 
 // APIError is a non-2xx response from the control plane or the toolbox.
+//
+// Its Error text is the API's own message, as the official SDK carries it
+// ("Sandbox with ID or name x not found", "Invalid credentials"), so the host
+// sees what the Node worker would show it; method, path and status are in
+// the fields (and in Detail, for logs). For the statuses worth retrying (429,
+// 408 and 5xx) a word the host's transient classifier matches is appended
+// when the message has none.
 type APIError struct {
 	StatusCode int
 	// Code is the machine-readable code from the body ("NOT_FOUND",
 	// "REQUEST_TIMEOUT", "FILE_NOT_FOUND", ...), empty when there is none.
 	Code string
-	// Message comes from the JSON "message", then "error", then the raw body
-	// (bounded), then the status text when the body is empty.
+	// Message is the SDK's message: the body's "message" when it is a
+	// string, else its "error" when that is a string, else the body itself
+	// (JSON re-rendered compactly, text as sent), else axios' "Request
+	// failed with status code N". The API key is redacted from it.
 	Message string
 	Method  string
 	// URL is the request URL with credentials in the query redacted.
@@ -69,26 +96,32 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
+	return e.Message + transientHint(e.StatusCode, e.Message)
+}
+
+// Detail is the request behind the error, for debug logs: method, path,
+// status and code. It holds no credentials.
+func (e *APIError) Detail() string {
 	var b strings.Builder
-	b.WriteString("daytona: ")
 	if e.Method != "" {
 		b.WriteString(e.Method)
 		b.WriteByte(' ')
 	}
 	b.WriteString(e.Path)
-	b.WriteString(": ")
-	b.WriteString(statusPhrase(e.StatusCode))
-	b.WriteString(" (")
+	b.WriteString(" -> ")
 	b.WriteString(strconv.Itoa(e.StatusCode))
-	b.WriteString(")")
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
+	if t := http.StatusText(e.StatusCode); t != "" {
+		b.WriteByte(' ')
+		b.WriteString(t)
+	}
+	if e.Code != "" {
+		b.WriteString(" [")
+		b.WriteString(e.Code)
+		b.WriteByte(']')
 	}
 	if e.RetryAfter > 0 {
-		b.WriteString(" (retry after ")
+		b.WriteString(" retry after ")
 		b.WriteString(e.RetryAfter.String())
-		b.WriteString(")")
 	}
 	return b.String()
 }
@@ -120,57 +153,136 @@ func (e *APIError) Is(target error) bool {
 	return false
 }
 
-// statusPhrase words each status so that the host's transient-error
-// classifier (which matches "timeout", "rate limit", "network",
-// "service unavailable", ...) recognises the transient ones.
-func statusPhrase(code int) string {
-	switch code {
-	case http.StatusRequestTimeout:
-		return "request timeout"
-	case http.StatusTooManyRequests:
-		return "rate limit exceeded"
-	case http.StatusBadGateway:
-		return "bad gateway (network error behind the proxy)"
-	case http.StatusServiceUnavailable:
-		return "service unavailable"
-	case http.StatusGatewayTimeout:
-		return "gateway timeout"
+// transientWords is the host's transient classifier (host-runtime §6.3):
+// a message matching it is retried.
+var transientWords = regexp.MustCompile(`(?i)\b(timeout|timed out|rate limit|temporar|network|connection reset|service unavailable)\b`)
+
+// HostTransient reports whether the host would retry an error with message
+// msg as transient.
+func HostTransient(msg string) bool { return transientWords.MatchString(msg) }
+
+// transientHint is the word appended to the message of a status worth
+// retrying, when the message lacks one: the Node worker passes such errors
+// through without it, and the host then gives up on a lease it could have
+// resumed.
+func transientHint(status int, msg string) string {
+	var word string
+	switch {
+	case status == http.StatusTooManyRequests:
+		word = "rate limit"
+	case status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout:
+		word = "timed out"
+	case status >= 500:
+		word = "service unavailable"
+	default:
+		return ""
 	}
-	if t := http.StatusText(code); t != "" {
-		return strings.ToLower(t)
+	if HostTransient(msg) {
+		return ""
 	}
-	return "unexpected status"
+	return " (Daytona " + word + ")"
 }
 
 // TransportError is a request that got no HTTP response: the connection
-// failed, was reset, or the caller's context ended.
+// failed, was reset, or the caller's context ended. Its Error text is worded
+// as Node's HTTP client words the same failure (the text the SDK passes
+// on: "connect ECONNREFUSED 127.0.0.1:9", "socket hang up", ...), with a
+// word the host's transient classifier matches appended when it has none.
 type TransportError struct {
 	Method string
 	// URL is the request URL with credentials in the query redacted.
 	URL string
 	Err error
+	// Deadline is how long the request was given (its context's deadline
+	// when it started), zero when it had none.
+	Deadline time.Duration
 }
 
 func (e *TransportError) Error() string {
-	var what string
+	msg := nodeNetworkMessage(e.Err, e.Deadline)
 	switch {
-	case errors.Is(e.Err, context.DeadlineExceeded):
-		what = "request timed out"
-	case errors.Is(e.Err, context.Canceled):
-		what = "request canceled"
-	case isNetTimeout(e.Err):
-		what = "network timeout"
-	default:
-		what = "network error"
+	case errors.Is(e.Err, context.Canceled), HostTransient(msg):
+		return msg
 	}
-	return fmt.Sprintf("daytona: %s %s: %s: %v", e.Method, e.URL, what, e.Err)
+	return msg + " (Daytona network error)"
+}
+
+// Detail is the request behind the error, for debug logs.
+func (e *TransportError) Detail() string {
+	return fmt.Sprintf("%s %s: %v", e.Method, e.URL, e.Err)
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// Is makes deadline expiries match ErrTimeout.
+// Is makes deadline expiries match ErrTimeout, and failures before any byte
+// was sent match ErrNotSent.
 func (e *TransportError) Is(target error) bool {
-	return target == ErrTimeout && (errors.Is(e.Err, context.DeadlineExceeded) || isNetTimeout(e.Err))
+	switch target {
+	case ErrTimeout:
+		return errors.Is(e.Err, context.DeadlineExceeded) || isNetTimeout(e.Err)
+	case ErrNotSent:
+		return notSent(e.Err)
+	}
+	return false
+}
+
+// notSent reports a failure that happened before the request was written:
+// the name lookup or the dial.
+func notSent(err error) bool {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// clientDeadlineMessage is the SDK's message for a request whose deadline
+// passed before the response came; the deadline is given in whole seconds'
+// worth of milliseconds, as the SDK's per-call timeouts are.
+func clientDeadlineMessage(deadline time.Duration) string {
+	after := ""
+	if deadline > 0 {
+		ms := (deadline + time.Second - 1).Truncate(time.Second).Milliseconds()
+		after = " after " + strconv.FormatInt(ms, 10) + "ms"
+	}
+	return "HTTP request timed out" + after + " waiting for a response. This is a client-side deadline" +
+		" (DaytonaConfig.requestTimeoutMs, or the per-call operation/execution timeout); any operation" +
+		" already started on the server may still be running."
+}
+
+// nodeNetworkMessage words a failed request as Node's HTTP client does.
+func nodeNetworkMessage(err error, deadline time.Duration) string {
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	addr := ""
+	if errors.As(err, &opErr) && opErr.Addr != nil {
+		addr = " " + opErr.Addr.String()
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded), isNetTimeout(err):
+		return clientDeadlineMessage(deadline)
+	case errors.As(err, &dnsErr):
+		if dnsErr.IsNotFound {
+			return "getaddrinfo ENOTFOUND " + dnsErr.Name
+		}
+		return "getaddrinfo EAI_AGAIN " + dnsErr.Name
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connect ECONNREFUSED" + addr
+	case errors.Is(err, syscall.ENETUNREACH):
+		return "connect ENETUNREACH" + addr
+	case errors.Is(err, syscall.EHOSTUNREACH):
+		return "connect EHOSTUNREACH" + addr
+	case errors.Is(err, syscall.ECONNRESET):
+		return "read ECONNRESET"
+	case errors.Is(err, syscall.EPIPE):
+		return "write EPIPE"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "socket hang up"
+	}
+	return err.Error()
 }
 
 func isNetTimeout(err error) bool {
@@ -188,13 +300,33 @@ type WaitTimeoutError struct {
 	Timeout   time.Duration
 }
 
+// Error is the SDK's message for the same wait ("Sandbox failed to become
+// ready within the timeout period").
 func (e *WaitTimeoutError) Error() string {
-	return fmt.Sprintf("daytona: sandbox %s did not reach %s within %s (last state %q): operation timed out",
+	return "Sandbox failed to " + waitVerb(e.Target) + " within the timeout period"
+}
+
+// Detail adds what the wait saw, for debug logs.
+func (e *WaitTimeoutError) Detail() string {
+	return fmt.Sprintf("sandbox %s did not reach %s within %s (last state %q)",
 		e.SandboxID, joinStates(e.Target), e.Timeout, e.LastState)
 }
 
 func (e *WaitTimeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
+}
+
+// waitVerb is how the SDK names reaching targets in its timeout messages.
+func waitVerb(targets []SandboxState) string {
+	switch {
+	case slices.Equal(targets, []SandboxState{StateStarted}):
+		return "become ready"
+	case slices.Contains(targets, StateStopped):
+		return "become stopped"
+	case slices.Equal(targets, []SandboxState{StateDestroyed}):
+		return "be destroyed"
+	}
+	return "reach " + joinStates(targets)
 }
 
 // SandboxStateError is a lifecycle wait that ended because the sandbox
@@ -204,14 +336,27 @@ type SandboxStateError struct {
 	State       SandboxState
 	Reason      string
 	Recoverable bool
+	// Target is what the wait was waiting for; it picks the SDK's wording.
+	Target []SandboxState
 }
 
+// Error is the SDK's message for the same failure ("Sandbox <id> failed to
+// start with status: error, error reason: <reason>"); an absent reason reads
+// "undefined", as JavaScript's template string renders it.
 func (e *SandboxStateError) Error() string {
 	reason := e.Reason
 	if reason == "" {
-		reason = "unknown"
+		reason = "undefined"
 	}
-	return fmt.Sprintf("daytona: sandbox %s failed with state %s, error reason: %s", e.SandboxID, e.State, reason)
+	switch {
+	case slices.Equal(e.Target, []SandboxState{StateStarted}):
+		return fmt.Sprintf("Sandbox %s failed to start with status: %s, error reason: %s", e.SandboxID, e.State, reason)
+	case slices.Contains(e.Target, StateStopped):
+		return fmt.Sprintf("Sandbox failed to stop with status: %s, error reason: %s", e.State, reason)
+	case slices.Equal(e.Target, []SandboxState{StateDestroyed}):
+		return fmt.Sprintf("Sandbox %s failed to delete with state: %s, error reason: %s", e.SandboxID, e.State, reason)
+	}
+	return fmt.Sprintf("Sandbox %s failed with state: %s", e.SandboxID, e.State)
 }
 
 func (e *SandboxStateError) Is(target error) bool { return target == ErrSandboxFailed }
@@ -249,15 +394,6 @@ func RetryAfter(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// errorBody is the union of the error shapes the control plane (NestJS), the
-// toolbox (common-go middleware) and the PTY handlers send.
-type errorBody struct {
-	Message   json.RawMessage `json:"message"`
-	Error     json.RawMessage `json:"error"`
-	Code      json.RawMessage `json:"code"`
-	ErrorCode string          `json:"error_code"`
-}
-
 // newAPIError reads a bounded amount of resp.Body and builds the typed error.
 // The caller still owns (and must close) resp.Body.
 func (c *Client) newAPIError(method string, u *url.URL, resp *http.Response) *APIError {
@@ -278,56 +414,63 @@ func (c *Client) apiErrorFromBody(method string, u *url.URL, status int, header 
 	}
 	e.Code, e.Message = parseErrorBody(body)
 	if e.Message == "" {
-		e.Message = http.StatusText(status)
+		// axios' own message, which the SDK falls back to.
+		e.Message = "Request failed with status code " + strconv.Itoa(status)
 	}
 	e.Message = c.redact(e.Message)
 	return e
 }
 
-// parseErrorBody extracts (code, message) following the SDKs: message from
-// "message", then "error", then the raw body.
+// parseErrorBody extracts (code, message) as the TypeScript SDK does
+// (createAxiosDaytonaError): the message is the body's "message" if it is a
+// string, else its "error" if that is a string, else the body itself, a JSON
+// value re-rendered compactly (JSON.stringify) or the text as sent. An empty
+// result means the SDK would fall back to axios' message.
 func parseErrorBody(body []byte) (code, message string) {
-	trimmed := strings.TrimSpace(string(body))
-	if trimmed == "" {
-		return "", ""
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		// Not JSON: axios keeps the text (an empty body is falsy).
+		return "", string(body)
 	}
-	var eb errorBody
-	if json.Unmarshal(body, &eb) == nil {
-		code = jsonString(eb.Code)
-		if code == "" {
-			code = eb.ErrorCode
+	switch v := v.(type) {
+	case map[string]any:
+		if s, ok := v["code"].(string); ok {
+			code = s
+		} else if s, ok := v["error_code"].(string); ok {
+			code = s
 		}
-		if m := jsonMessage(eb.Message); m != "" {
-			return code, m
+		if s, ok := v["message"].(string); ok {
+			return code, s
 		}
-		// NestJS puts the reason phrase in "error", the PTY and bulk-download
-		// handlers put the message there; either way it is the best text left.
-		if m := jsonString(eb.Error); m != "" {
-			return code, m
+		if s, ok := v["error"].(string); ok {
+			return code, s
+		}
+		return code, compactJSON(body)
+	case []any:
+		return "", compactJSON(body)
+	case string:
+		return "", v
+	case json.Number:
+		if f, err := v.Float64(); err == nil && f == 0 {
+			return "", "" // 0 is falsy
+		}
+		return "", v.String()
+	case bool:
+		if v {
+			return "", "true"
 		}
 	}
-	return code, trimmed
+	return "", "" // null, false
 }
 
-func jsonString(raw json.RawMessage) string {
-	var s string
-	if len(raw) > 0 && json.Unmarshal(raw, &s) == nil {
-		return s
+func compactJSON(body []byte) string {
+	var b bytes.Buffer
+	if json.Compact(&b, body) != nil {
+		return string(body)
 	}
-	return ""
-}
-
-// jsonMessage accepts a string or, as NestJS validation errors send, an
-// array of strings.
-func jsonMessage(raw json.RawMessage) string {
-	if s := jsonString(raw); s != "" {
-		return s
-	}
-	var list []string
-	if len(raw) > 0 && json.Unmarshal(raw, &list) == nil {
-		return strings.Join(list, ", ")
-	}
-	return ""
+	return b.String()
 }
 
 // parseRetryAfter reads Retry-After (seconds or HTTP date) and the

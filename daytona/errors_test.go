@@ -3,8 +3,11 @@ package daytona
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -24,31 +27,44 @@ func TestAPIErrorMapping(t *testing.T) {
 		wantNot    []error
 		wantMsg    string
 		wantCode   string
-		wantInText []string
+		wantText   string // the whole Error(), when given
 		retryAfter time.Duration
 	}{
 		{name: "nest 404", status: 404, body: nest(404, "Sandbox with ID or name x not found"),
 			wantIs: []error{ErrNotFound}, wantNot: []error{ErrConflict, ErrServer, ErrTimeout},
-			wantMsg: "Sandbox with ID or name x not found", wantInText: []string{"not found (404)"}},
+			wantMsg: "Sandbox with ID or name x not found", wantText: "Sandbox with ID or name x not found"},
 		{name: "toolbox 404 code", status: 404, body: `{"statusCode":404,"message":"not found: session not found","code":"NOT_FOUND"}`,
 			wantIs: []error{ErrNotFound}, wantMsg: "not found: session not found", wantCode: "NOT_FOUND"},
-		{name: "empty body 404", status: 404, body: "", wantIs: []error{ErrNotFound}, wantMsg: "Not Found"},
+		{name: "empty body 404", status: 404, body: "", wantIs: []error{ErrNotFound}, wantMsg: "Request failed with status code 404"},
 		{name: "409", status: 409, body: nest(409, "Sandbox state change in progress"), wantIs: []error{ErrConflict}},
-		{name: "401", status: 401, body: nest(401, "Invalid credentials"), wantIs: []error{ErrUnauthorized}, wantNot: []error{ErrForbidden}},
+		{name: "401", status: 401, body: nest(401, "Invalid credentials"), wantIs: []error{ErrUnauthorized}, wantNot: []error{ErrForbidden},
+			wantText: "Invalid credentials"},
 		{name: "403", status: 403, body: nest(403, "Access denied"), wantIs: []error{ErrForbidden}},
 		{name: "400 validation array", status: 400, body: `{"statusCode":400,"message":["cpu must be an integer","memory must be positive"],"error":"Bad Request"}`,
-			wantIs: []error{ErrBadRequest}, wantMsg: "cpu must be an integer, memory must be positive"},
+			wantIs: []error{ErrBadRequest}, wantMsg: "Bad Request"}, // the SDK takes "error" when "message" is no string
 		{name: "408 execute", status: 408, body: `{"statusCode":408,"message":"request timeout: command execution timeout","code":"REQUEST_TIMEOUT"}`,
-			wantIs: []error{ErrTimeout}, wantNot: []error{context.DeadlineExceeded}, wantInText: []string{"timeout"}, wantCode: "REQUEST_TIMEOUT"},
+			wantIs: []error{ErrTimeout}, wantNot: []error{context.DeadlineExceeded}, wantCode: "REQUEST_TIMEOUT",
+			wantText: "request timeout: command execution timeout"},
 		{name: "410", status: 410, body: `{"error":"PTY session is terminated"}`, wantIs: []error{ErrGone}, wantMsg: "PTY session is terminated"},
 		{name: "429 retry-after-name", status: 429, body: `{"statusCode":429,"message":"Rate limit exceeded","error":"Too Many Requests"}`,
 			header: map[string]string{"Retry-After-sandbox-create": "3", "Retry-After": "1"},
-			wantIs: []error{ErrRateLimited}, retryAfter: 3 * time.Second, wantInText: []string{"rate limit"}},
-		{name: "502 bare", status: 502, body: "", wantIs: []error{ErrServer}, wantInText: []string{"network"}},
+			wantIs: []error{ErrRateLimited}, retryAfter: 3 * time.Second, wantText: "Rate limit exceeded"},
+		{name: "429 other words", status: 429, body: nest(429, "Slow down"), wantIs: []error{ErrRateLimited},
+			wantText: "Slow down (Daytona rate limit)"},
+		{name: "502 bare", status: 502, body: "", wantIs: []error{ErrServer},
+			wantText: "Request failed with status code 502 (Daytona service unavailable)"},
 		{name: "503", status: 503, body: nest(503, "Temporary authentication service error"), wantIs: []error{ErrServer},
-			wantInText: []string{"service unavailable"}},
-		{name: "504", status: 504, body: "upstream timed out", wantIs: []error{ErrServer, ErrTimeout}, wantMsg: "upstream timed out"},
-		{name: "raw text", status: 500, body: "boom\n", wantIs: []error{ErrServer}, wantMsg: "boom"},
+			wantText: "Temporary authentication service error (Daytona service unavailable)"},
+		{name: "504", status: 504, body: "upstream timed out", wantIs: []error{ErrServer, ErrTimeout}, wantMsg: "upstream timed out",
+			wantText: "upstream timed out"},
+		{name: "408 other words", status: 408, body: `{"message":"took too long"}`, wantIs: []error{ErrTimeout},
+			wantText: "took too long (Daytona timed out)"},
+		{name: "raw text", status: 500, body: "boom\n", wantIs: []error{ErrServer}, wantMsg: "boom\n"},
+		{name: "json without message", status: 500, body: `{"detail": {"x": 1}}`, wantText: `{"detail":{"x":1}} (Daytona service unavailable)`},
+		{name: "json string", status: 400, body: `"plain words"`, wantText: "plain words"},
+		{name: "json number", status: 400, body: `42`, wantText: "42"},
+		{name: "json null", status: 400, body: `null`, wantText: "Request failed with status code 400"},
+		{name: "empty message", status: 403, body: `{"message":""}`, wantText: "Request failed with status code 403"},
 		{name: "error_code", status: 400, body: `{"error_code":"FILE_NOT_FOUND","message":"gone"}`, wantCode: "FILE_NOT_FOUND",
 			wantIs: []error{ErrNotFound, ErrBadRequest}},
 	}
@@ -91,10 +107,14 @@ func TestAPIErrorMapping(t *testing.T) {
 			if ae.RetryAfter != tt.retryAfter {
 				t.Errorf("RetryAfter = %v, want %v", ae.RetryAfter, tt.retryAfter)
 			}
-			for _, s := range tt.wantInText {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error %q lacks %q", err, s)
-				}
+			if tt.wantText != "" && err.Error() != tt.wantText {
+				t.Errorf("Error() = %q, want %q", err, tt.wantText)
+			}
+			if (tt.status == 429 || tt.status >= 500 || tt.status == 408) && !hostTransient(err.Error()) {
+				t.Errorf("Error() = %q, which the host would not retry", err)
+			}
+			if detail := ae.Detail(); !strings.Contains(detail, "GET /api/sandbox/x -> "+itoa(tt.status)) {
+				t.Errorf("Detail() = %q lacks the request", detail)
 			}
 			if strings.Contains(err.Error(), testKey) {
 				t.Errorf("error leaks the API key: %q", err)
@@ -256,4 +276,98 @@ func hostTransient(msg string) bool {
 
 func isWordByte(b byte) bool {
 	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// A request that never got a response is worded as Node's HTTP client words
+// it (what the SDK passes on), plus a word the host retries on.
+func TestTransportErrorWording(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now
+	c, err := New(Config{APIKey: testKey, APIURL: "http://" + addr + "/api", Retry: RetryPolicy{MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Get(t.Context(), "x")
+	var te *TransportError
+	if !errors.As(err, &te) {
+		t.Fatalf("err = %v (%T), want *TransportError", err, err)
+	}
+	if want := "connect ECONNREFUSED " + addr + " (Daytona network error)"; err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err, want)
+	}
+	if !hostTransient(err.Error()) {
+		t.Errorf("%q would not be retried by the host", err)
+	}
+	if !strings.Contains(te.Detail(), "GET http://"+addr+"/api/sandbox/x") {
+		t.Errorf("Detail() = %q lacks the request", te.Detail())
+	}
+	if strings.Contains(err.Error(), testKey) || strings.Contains(te.Detail(), testKey) {
+		t.Error("the key leaked")
+	}
+
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{context.DeadlineExceeded, "HTTP request timed out waiting for a response. This is a client-side deadline (DaytonaConfig.requestTimeoutMs, or the per-call operation/execution timeout); any operation already started on the server may still be running."},
+		{context.Canceled, "canceled"},
+		{io.ErrUnexpectedEOF, "socket hang up (Daytona network error)"},
+		{syscall.ECONNRESET, "read ECONNRESET (Daytona network error)"},
+		{&net.DNSError{Name: "nowhere.invalid", IsNotFound: true}, "getaddrinfo ENOTFOUND nowhere.invalid (Daytona network error)"},
+	} {
+		if got := (&TransportError{Method: "GET", URL: "u", Err: tc.err}).Error(); got != tc.want {
+			t.Errorf("Error() for %v = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	deadline := &TransportError{Method: "POST", URL: "u", Err: context.DeadlineExceeded, Deadline: 4999 * time.Millisecond}
+	if got := deadline.Error(); !strings.HasPrefix(got, "HTTP request timed out after 5000ms waiting for a response.") {
+		t.Errorf("Error() = %q, want the deadline in the SDK's whole-second milliseconds", got)
+	}
+}
+
+// Lifecycle waits fail with the SDK's words.
+func TestWaitErrorWording(t *testing.T) {
+	t.Parallel()
+	started := []SandboxState{StateStarted}
+	stopped := []SandboxState{StateStopped, StateDestroyed}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&WaitTimeoutError{SandboxID: "s", Target: started}, "Sandbox failed to become ready within the timeout period"},
+		{&WaitTimeoutError{SandboxID: "s", Target: stopped}, "Sandbox failed to become stopped within the timeout period"},
+		{&WaitTimeoutError{SandboxID: "s", Target: []SandboxState{StateDestroyed}}, "Sandbox failed to be destroyed within the timeout period"},
+		{&SandboxStateError{SandboxID: "s", State: StateError, Reason: "disk full", Target: started}, "Sandbox s failed to start with status: error, error reason: disk full"},
+		{&SandboxStateError{SandboxID: "s", State: StateBuildFailed, Target: started}, "Sandbox s failed to start with status: build_failed, error reason: undefined"},
+		{&SandboxStateError{SandboxID: "s", State: StateError, Reason: "r", Target: stopped}, "Sandbox failed to stop with status: error, error reason: r"},
+	} {
+		if tc.err.Error() != tc.want {
+			t.Errorf("Error() = %q, want %q", tc.err, tc.want)
+		}
+	}
+}
+
+// Create refuses what the SDK refuses, in its words, before any request.
+func TestCreateRefusesLikeTheSDK(t *testing.T) {
+	t.Parallel()
+	c, _, _, _ := setup(t) // any request would fail the test: no route
+	for _, tc := range []struct {
+		p    CreateParams
+		want string
+	}{
+		{CreateParams{Language: "ruby"}, "Invalid code-toolbox-language: ruby. Supported languages: python, typescript, javascript"},
+		{CreateParams{Language: "Python"}, "Invalid code-toolbox-language: Python. Supported languages: python, typescript, javascript"},
+		{CreateParams{AutoStopInterval: ptr(-1)}, "autoStopInterval must be a non-negative integer"},
+		{CreateParams{AutoArchiveInterval: ptr(-5)}, "autoArchiveInterval must be a non-negative integer"},
+	} {
+		_, err := c.Create(t.Context(), tc.p)
+		if err == nil || err.Error() != tc.want || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Create(%+v) = %v, want %q matching ErrInvalidArgument", tc.p, err, tc.want)
+		}
+	}
 }

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -46,6 +48,13 @@ func (s SandboxState) Failed() bool { return s == StateError || s == StateBuildF
 
 // LanguageLabel is the label the SDKs use to record the code-run language.
 const LanguageLabel = "code-toolbox-language"
+
+// The code-toolbox languages, in the SDK's order (its error message lists
+// them so); a sandbox created without one gets LanguagePython.
+const LanguagePython = "python"
+
+// Languages are the code-toolbox languages Daytona supports.
+var Languages = []string{LanguagePython, "typescript", "javascript"}
 
 // Sandbox is the control plane's view of a sandbox. Timestamps are kept as
 // the ISO-8601 strings the API sends. List results leave Env, Volumes and
@@ -190,20 +199,27 @@ type createBuildInfo struct {
 
 func (c *Client) createBody(p CreateParams) (*createBody, error) {
 	if p.Image != "" && p.Snapshot != "" {
-		return nil, errors.New("daytona: create: set either Image or Snapshot, not both")
+		return nil, &InvalidArgumentError{Message: "daytona: create: set either Image or Snapshot, not both"}
 	}
-	switch p.Language {
-	case "", "python", "javascript", "typescript":
-	default:
-		return nil, fmt.Errorf("daytona: create: language %q is not one of python, javascript, typescript", p.Language)
+	// The SDK's checks, in its order and words: every sandbox carries its
+	// code-toolbox language (python unless one is given).
+	language := p.Language
+	if language == "" {
+		language = LanguagePython
+	}
+	if !slices.Contains(Languages, language) {
+		return nil, &InvalidArgumentError{Message: fmt.Sprintf("Invalid %s: %s. Supported languages: %s", LanguageLabel, language, strings.Join(Languages, ", "))}
+	}
+	for _, v := range []struct {
+		name  string
+		value *int
+	}{{"autoStopInterval", p.AutoStopInterval}, {"autoArchiveInterval", p.AutoArchiveInterval}, {"ttlMinutes", p.TTLMinutes}} {
+		if v.value != nil && *v.value < 0 {
+			return nil, &InvalidArgumentError{Message: v.name + " must be a non-negative integer"}
+		}
 	}
 	if p.Resources != nil && p.Image == "" {
-		return nil, errors.New("daytona: create: Resources require Image (a snapshot fixes its own resources)")
-	}
-	for name, v := range map[string]*int{"AutoStopInterval": p.AutoStopInterval, "AutoArchiveInterval": p.AutoArchiveInterval, "TTLMinutes": p.TTLMinutes} {
-		if v != nil && *v < 0 {
-			return nil, fmt.Errorf("daytona: create: %s must not be negative", name)
-		}
+		return nil, &InvalidArgumentError{Message: "daytona: create: Resources require Image (a snapshot fixes its own resources)"}
 	}
 	b := &createBody{
 		Name:                p.Name,
@@ -231,15 +247,11 @@ func (c *Client) createBody(p CreateParams) (*createBody, error) {
 		zero := 0
 		b.AutoDeleteInterval = &zero
 	}
-	if len(p.Labels) > 0 || p.Language != "" {
-		b.Labels = make(map[string]string, len(p.Labels)+1)
-		for k, v := range p.Labels {
-			b.Labels[k] = v
-		}
-		if p.Language != "" {
-			b.Labels[LanguageLabel] = p.Language
-		}
+	b.Labels = make(map[string]string, len(p.Labels)+1)
+	for k, v := range p.Labels {
+		b.Labels[k] = v
 	}
+	b.Labels[LanguageLabel] = language
 	if p.Image != "" {
 		b.BuildInfo = &createBuildInfo{DockerfileContent: "FROM " + p.Image + "\n"}
 	}
@@ -277,7 +289,7 @@ func (c *Client) CreateAndWait(ctx context.Context, p CreateParams, timeout time
 		return sb, nil
 	}
 	if sb.State.Failed() {
-		return sb, &SandboxStateError{SandboxID: sb.ID, State: sb.State, Reason: sb.ErrorReason, Recoverable: sb.Recoverable}
+		return sb, &SandboxStateError{SandboxID: sb.ID, State: sb.State, Reason: sb.ErrorReason, Recoverable: sb.Recoverable, Target: []SandboxState{StateStarted}}
 	}
 	got, err := c.waitForState(ctx, sb.ID, remaining(timeout, start, c.clock.Now()), waitStarted)
 	if got == nil {

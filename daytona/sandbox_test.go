@@ -30,8 +30,9 @@ func TestCreateBody(t *testing.T) {
 				"buildInfo":{"dockerfileContent":"FROM node:22\n"}}`},
 		{name: "snapshot, ephemeral, per-call target", target: "us",
 			p:    CreateParams{Snapshot: "daytona-small", Ephemeral: true, Target: "eu", TTLMinutes: ptr(30), User: "root", Public: true},
-			want: `{"snapshot":"daytona-small","user":"root","env":{},"public":true,"target":"eu","autoDeleteInterval":0,"ttlMinutes":30}`},
-		{name: "defaults", want: `{"env":{}}`},
+			want: `{"snapshot":"daytona-small","user":"root","env":{},"labels":{"code-toolbox-language":"python"},"public":true,"target":"eu","autoDeleteInterval":0,"ttlMinutes":30}`},
+		// The SDK labels every sandbox with its code-toolbox language, python by default.
+		{name: "defaults", want: `{"env":{},"labels":{"code-toolbox-language":"python"}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

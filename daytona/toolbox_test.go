@@ -215,7 +215,7 @@ func TestFileOps(t *testing.T) {
 	}
 	_, err := tb.FileInfo(ctx, "/missing")
 	var ae *APIError
-	if !errors.Is(err, ErrNotFound) || !errors.As(err, &ae) || ae.Message != "Not Found" {
+	if !errors.Is(err, ErrNotFound) || !errors.As(err, &ae) || ae.Message != "Request failed with status code 404" {
 		t.Errorf("err = %v", err)
 	}
 	if err := tb.SetFilePermissions(ctx, "/w/f", Permissions{Mode: "644", Owner: "daytona"}); err != nil {

@@ -128,7 +128,7 @@ func (c *Client) poll(ctx context.Context, id string, timeout time.Duration, tar
 				return sb, nil
 			}
 			if sb.State.Failed() {
-				return sb, &SandboxStateError{SandboxID: id, State: sb.State, Reason: sb.ErrorReason, Recoverable: sb.Recoverable}
+				return sb, &SandboxStateError{SandboxID: id, State: sb.State, Reason: sb.ErrorReason, Recoverable: sb.Recoverable, Target: targets}
 			}
 		case goneOK && errors.Is(err, ErrNotFound):
 			gone := &Sandbox{ID: id, State: StateDestroyed}
@@ -143,7 +143,7 @@ func (c *Client) poll(ctx context.Context, id string, timeout time.Duration, tar
 		case reqCtx.Err() != nil:
 			return last, timeoutErr(last)
 		default:
-			return last, fmt.Errorf("daytona: waiting for sandbox %s: %w", id, err)
+			return last, err
 		}
 		now := c.clock.Now()
 		if timeout > 0 && !now.Before(deadline) {

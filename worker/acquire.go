@@ -130,8 +130,35 @@ type acquisition struct {
 // phaseError words a failure of one acquisition phase; a budget overrun
 // says so in the plugin's terms.
 func (a *acquisition) phaseError(bctx context.Context, phase string, err error) error {
-	if errors.Is(bctx.Err(), context.DeadlineExceeded) && a.parent.Err() == nil {
+	budgetSpent := errors.Is(bctx.Err(), context.DeadlineExceeded) && a.parent.Err() == nil
+	if phase == "create" {
+		return createError(err, budgetSpent, a.cfg)
+	}
+	if budgetSpent {
 		return fmt.Errorf("Daytona lease acquisition exceeded %d ms during %s (timed out): %w", a.budget.Milliseconds(), phase, err)
+	}
+	return err
+}
+
+// createTimeoutError is the SDK's create failing on a timeout (its own
+// deadline, a wait that ran out, a 408/504): the message names the create
+// timeout in whole seconds, as Daytona.create words it.
+type createTimeoutError struct {
+	seconds int
+	err     error
+}
+
+func (e *createTimeoutError) Error() string {
+	return fmt.Sprintf("Failed to create and start sandbox within %d seconds. Operation timed out.", e.seconds)
+}
+
+func (e *createTimeoutError) Unwrap() error { return e.err }
+
+// createError words a failed create (the request or the wait for started)
+// as the SDK's create does.
+func createError(err error, budgetSpent bool, cfg DriverConfig) error {
+	if budgetSpent || errors.Is(err, daytona.ErrTimeout) {
+		return &createTimeoutError{seconds: timeoutSeconds(cfg.TimeoutMs), err: err}
 	}
 	return err
 }
@@ -185,8 +212,13 @@ func (a *acquisition) createFailed(bctx context.Context, cause error) error {
 	return err
 }
 
-// definitelyNotCreated reports a create refusal that proves no sandbox exists.
+// definitelyNotCreated reports a create failure that proves no sandbox
+// exists: the request never left (refused before sending, connection
+// refused, unknown host) or Daytona refused it outright.
 func definitelyNotCreated(err error) bool {
+	if errors.Is(err, daytona.ErrInvalidArgument) || errors.Is(err, daytona.ErrNotSent) {
+		return true
+	}
 	var ae *daytona.APIError
 	if !errors.As(err, &ae) {
 		return false
@@ -197,7 +229,9 @@ func definitelyNotCreated(err error) bool {
 
 func (a *acquisition) envelope(cause error, providerLeaseID, observed string) error {
 	return &protocol.CreationCleanupError{
-		Message: cause.Error() + "; allocation cleanup is pending",
+		// The message is the failure's own, as the reference reports it; the
+		// envelope in error.data is what tells the host to clean up.
+		Message: cause.Error(),
 		Cleanup: protocol.CreationCleanup{
 			ProviderLeaseID: providerLeaseID, ObservedProviderLeaseID: observed,
 			CompanyID: a.params.CompanyID, EnvironmentID: a.params.EnvironmentID, RunID: a.params.RunID,

@@ -296,7 +296,7 @@ func (c *command) script(ctx context.Context) (string, func(), error) {
 	defer cancel()
 	if err := tb.UploadFile(uctx, stdinPath, strings.NewReader(*c.p.Stdin)); err != nil {
 		cleanup()
-		return "", noop, fmt.Errorf("upload stdin: %w", err)
+		return "", noop, err
 	}
 	return script, cleanup, nil
 }

@@ -47,7 +47,7 @@ func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg Drive
 	defer cancel()
 	sbx, err := client.Create(bctx, createParams(cfg, "paperclip-probe-"+w.newID(), labels))
 	if err != nil {
-		return nil, err
+		return nil, createError(err, errors.Is(bctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil, cfg)
 	}
 	defer func() {
 		// Always delete, even when the caller gave up; report, never fail.
@@ -60,7 +60,7 @@ func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg Drive
 	if sbx.State != daytona.StateStarted {
 		started, err := client.WaitUntilStarted(bctx, sbx.ID, timeout)
 		if err != nil {
-			return nil, err
+			return nil, createError(err, errors.Is(bctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil, cfg)
 		}
 		sbx = started
 	}

@@ -69,10 +69,10 @@ func (w *Worker) clientFor(cfg DriverConfig, key, account string) (*daytona.Clie
 	}
 	c, err := daytona.New(daytona.Config{
 		APIKey: key, APIURL: apiURL, Target: target,
-		HTTPClient: w.clients.httpClient, Queue: w.clients.queue, Source: "paperclip-daytona-worker",
+		HTTPClient: w.clients.httpClient, Queue: w.clients.queue, Source: "paperclip-daytona-worker", Log: w.log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("Daytona client: %w", err)
+		return nil, err
 	}
 	w.clients.byAccount[cacheKey] = c
 	return c, nil

@@ -4,9 +4,10 @@
 // in step with it.
 //
 // The file is a sequence of blocks separated by blank lines. Each block has
-// the fields id, situation, node and ours, one "name: value" line each; a
-// line indented by two spaces continues the field above it (joined with a
-// space). Lines starting with '#' are comments.
+// the fields id, situation, node and ours, one "name: value" line each; an
+// id line always begins a new block. A line indented by two spaces continues
+// the field above it (joined with a space). Lines starting with '#' are
+// comments.
 package differences
 
 import (
@@ -127,6 +128,9 @@ func Parse(r io.Reader) (*List, error) {
 		if !ok || !isField(name) {
 			fail(lineNo, "want one of %s followed by ':', got %q", strings.Join(fieldNames, ", "), truncate(line, 40))
 			continue
+		}
+		if name == "id" && fields != nil {
+			flush() // an id always begins a row, blank line or not
 		}
 		if fields == nil {
 			fields, start = map[string]string{}, lineNo

@@ -52,17 +52,21 @@ id: second
 situation: s
 node: n
 ours: o
+id: third-without-a-blank-line
+situation: s
+node: n
+ours: o
 `))
 	require.NoError(t, err)
-	require.Len(t, l.Rows, 2)
+	require.Len(t, l.Rows, 3)
 	assert.Equal(t, Row{ID: "first-row", Situation: "a host does x", Node: "the reference does y", Ours: "we do z | w", Line: 2}, l.Rows[0])
 	r, ok := l.ByID("second")
 	require.True(t, ok)
 	assert.Equal(t, "o", r.Ours)
-	_, ok = l.ByID("third")
+	_, ok = l.ByID("fourth")
 	assert.False(t, ok)
 	assert.Equal(t, "| situation | Node worker | this worker |\n|---|---|---|\n"+
-		"| a host does x | the reference does y | we do z \\| w |\n| s | n | o |\n", l.Table())
+		"| a host does x | the reference does y | we do z \\| w |\n| s | n | o |\n| s | n | o |\n", l.Table())
 }
 
 func TestParseRejects(t *testing.T) {
@@ -71,7 +75,8 @@ func TestParseRejects(t *testing.T) {
 		"duplicate id":     {"id: a\nsituation: s\nnode: n\nours: o\n\nid: a\nsituation: s\nnode: n\nours: o\n", `line 6: id "a" is already used by the row on line 1`},
 		"bad id":           {"id: A b\nsituation: s\nnode: n\nours: o\n", `id "A b" must be lower-case words`},
 		"unknown field":    {"id: a\nwhy: s\n", `line 2: want one of id, situation, node, ours followed by ':'`},
-		"field twice":      {"id: a\nid: b\nsituation: s\nnode: n\nours: o\n", "line 2: id given twice"},
+		"field twice":      {"id: a\nsituation: s\nsituation: t\nnode: n\nours: o\n", "line 3: situation given twice"},
+		"id begins a row":  {"id: a\nid: b\nsituation: s\nnode: n\nours: o\n", "line 1: the row has no situation"},
 		"orphan indent":    {"  continued\n", "line 1: an indented line continues no field"},
 		"empty value only": {"id: a\nsituation:\nnode: n\nours: o\n", "the row has no situation"},
 	} {

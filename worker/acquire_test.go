@@ -1,0 +1,64 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
+)
+
+// closedAddress is a loopback address nothing listens on.
+func closedAddress(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// An acquire whose create request never left the machine, or that the
+// client refused before sending it, created nothing: the host gets the
+// failure as the reference words it, and no creation-cleanup envelope (which
+// would send it cleaning up a sandbox that cannot exist).
+func TestAcquireReportsNoCleanupWhenNothingWasSent(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	closed := closedAddress(t)
+	for _, tc := range []struct {
+		name    string
+		config  string
+		message string
+	}{
+		{"connection refused", fmt.Sprintf(`{"apiKey":"k","apiUrl":"http://%s/api"}`, closed),
+			"connect ECONNREFUSED " + closed + " (Daytona network error)"},
+		{"key with a line break inside", fmt.Sprintf(`{"apiKey":"abc\r\ndef","apiUrl":%q}`, env.APIURL),
+			`Invalid character in header content ["Authorization"]`},
+		{"unsupported language", fmt.Sprintf(`{"apiKey":%q,"apiUrl":%q,"language":"ruby"}`, env.APIKey, env.APIURL),
+			"Invalid code-toolbox-language: ruby. Supported languages: python, typescript, javascript"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := `{"driverKey":"daytona","companyId":"c","environmentId":"e","runId":"r","config":` + tc.config + `}`
+			_, err := w.Handle(t.Context(), &rpc.Request{Method: protocol.MethodEnvironmentAcquireLease, Params: json.RawMessage(params)})
+			require.Error(t, err)
+			assert.Equal(t, tc.message, err.Error())
+			var envelope *protocol.CreationCleanupError
+			assert.False(t, errors.As(err, &envelope), "a creation-cleanup envelope for a sandbox that cannot exist")
+		})
+	}
+	assert.Zero(t, env.Server.Requests()["POST /api/sandbox"], "nothing may reach Daytona")
+	assert.Empty(t, env.Server.Sandboxes())
+}
