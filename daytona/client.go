@@ -122,10 +122,7 @@ func New(cfg Config) (*Client, error) {
 	if strings.TrimSpace(cfg.APIKey) == "" {
 		return nil, errors.New("daytona: Config.APIKey is required")
 	}
-	if !validHeaderValue(cfg.APIKey) {
-		// Node's words for the header the SDK would try to send; nothing is.
-		return nil, &InvalidArgumentError{Message: `Invalid character in header content ["Authorization"]`}
-	}
+
 	raw := cfg.APIURL
 	if raw == "" {
 		raw = DefaultAPIURL
@@ -171,7 +168,7 @@ func New(cfg Config) (*Client, error) {
 		ua = source + "/" + c.version
 	}
 	c.header = http.Header{}
-	c.header.Set("Authorization", "Bearer "+cfg.APIKey)
+	c.header.Set("Authorization", headerValue("Bearer "+cfg.APIKey))
 	c.header.Set("X-Daytona-Source", source)
 	c.header.Set("X-Daytona-SDK-Version", c.version)
 	c.header.Set("User-Agent", ua)
@@ -181,15 +178,19 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// validHeaderValue is Node's header check (the SDK's requests fail it before
-// anything is sent): tab, printable ASCII and U+0080..U+00FF only.
-func validHeaderValue(v string) bool {
+// headerValue is a header value as the SDK's HTTP library (axios) sends it:
+// characters a header cannot carry (control characters, anything past
+// U+00FF) are dropped, U+0080..U+00FF travel as single bytes, and spaces and
+// tabs at either end are trimmed. A key with a line break inside thus
+// reaches Daytona without it, instead of failing before anything is sent.
+func headerValue(v string) string {
+	b := make([]byte, 0, len(v))
 	for _, r := range v {
-		if r != '\t' && (r < 0x20 || r == 0x7f || r > 0xff) {
-			return false
+		if r == '\t' || r >= 0x20 && r <= 0x7e || r >= 0x80 && r <= 0xff {
+			b = append(b, byte(r))
 		}
 	}
-	return true
+	return strings.Trim(string(b), " \t")
 }
 
 func (c *Client) now() time.Time {
