@@ -253,12 +253,12 @@ func (c *command) timeoutMessage() string {
 }
 
 // oneShotTimeoutMessage is what the plugin reports for a one-shot command
-// that timed out: the git wording for git network commands, else the
-// daemon's own message (the SDK error's), trimmed.
+// that timed out: the git wording for git network commands, else the SDK
+// error's message, trimmed (the daemon's own on a 408, the client deadline's
+// when the answer did not come in time).
 func (c *command) oneShotTimeoutMessage(err error) string {
-	var apiErr *daytona.APIError
-	if !c.gitNet && errors.As(err, &apiErr) {
-		if msg := strings.TrimFunc(apiErr.Message, isJSWhitespace); msg != "" {
+	if !c.gitNet {
+		if msg := strings.TrimFunc(err.Error(), isJSWhitespace); msg != "" {
 			return msg
 		}
 	}
