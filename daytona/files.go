@@ -320,6 +320,10 @@ type Download struct {
 	Writer io.Writer
 }
 
+// ErrNoFileData is a bulk download that sent nothing for a file; the text is
+// the SDK's for that case.
+var ErrNoFileData = errors.New("No data received for this file")
+
 // DownloadResult reports one file of DownloadFiles. Err is non-nil when the
 // daemon sent an error part (an *APIError, matching ErrNotFound for a
 // missing file) or sent nothing for the file.
@@ -409,7 +413,7 @@ func (t *Toolbox) DownloadFiles(ctx context.Context, files []Download) ([]Downlo
 	for _, p := range paths {
 		if !seen[p] {
 			for _, i := range index[p] {
-				results[i].Err = fmt.Errorf("daytona: download %s: no data received for this file", p)
+				results[i].Err = fmt.Errorf("daytona: download %s: %w", p, ErrNoFileData)
 			}
 		}
 	}

@@ -9,18 +9,20 @@ import (
 
 // faultJSON is Fault on the admin API; durations are Go duration strings.
 type faultJSON struct {
-	ID                      int    `json:"id,omitempty"`
-	Method                  string `json:"method,omitempty"`
-	Path                    string `json:"path,omitempty"`
-	SandboxID               string `json:"sandboxId,omitempty"`
-	Times                   int    `json:"times,omitempty"`
-	Left                    int    `json:"left,omitempty"`
-	Latency                 string `json:"latency,omitempty"`
-	Status                  int    `json:"status,omitempty"`
-	Body                    string `json:"body,omitempty"`
-	RetryAfter              string `json:"retryAfter,omitempty"`
-	Hang                    bool   `json:"hang,omitempty"`
-	DropWebSocketAfterBytes int    `json:"dropWebSocketAfterBytes,omitempty"`
+	ID                      int        `json:"id,omitempty"`
+	Method                  string     `json:"method,omitempty"`
+	Path                    string     `json:"path,omitempty"`
+	SandboxID               string     `json:"sandboxId,omitempty"`
+	Times                   int        `json:"times,omitempty"`
+	Left                    int        `json:"left,omitempty"`
+	Latency                 string     `json:"latency,omitempty"`
+	Status                  int        `json:"status,omitempty"`
+	Body                    string     `json:"body,omitempty"`
+	RetryAfter              string     `json:"retryAfter,omitempty"`
+	Hang                    bool       `json:"hang,omitempty"`
+	DropWebSocketAfterBytes int        `json:"dropWebSocketAfterBytes,omitempty"`
+	Command                 string     `json:"command,omitempty"`
+	Reply                   *ExecReply `json:"reply,omitempty"`
 }
 
 func (s *Server) adminRoutes(mux *http.ServeMux) {
@@ -175,6 +177,7 @@ func toFaultJSON(f Fault) faultJSON {
 	fj := faultJSON{
 		Method: f.Method, Path: f.Path, SandboxID: f.SandboxID, Times: f.Times, Status: f.Status,
 		Body: f.Body, RetryAfter: f.RetryAfter, Hang: f.Hang, DropWebSocketAfterBytes: f.DropWebSocketAfterBytes,
+		Command: f.Command, Reply: f.Reply,
 	}
 	if f.Latency > 0 {
 		fj.Latency = f.Latency.String()
@@ -186,6 +189,7 @@ func fromFaultJSON(fj faultJSON) (Fault, error) {
 	f := Fault{
 		Method: fj.Method, Path: fj.Path, SandboxID: fj.SandboxID, Times: fj.Times, Status: fj.Status,
 		Body: fj.Body, RetryAfter: fj.RetryAfter, Hang: fj.Hang, DropWebSocketAfterBytes: fj.DropWebSocketAfterBytes,
+		Command: fj.Command, Reply: fj.Reply,
 	}
 	if fj.Latency != "" {
 		d, err := time.ParseDuration(fj.Latency)

@@ -173,3 +173,23 @@ func (s *Server) SetMissingContainer(id string) error {
 	}
 	return s.SetError(sb.id, MissingContainerReason(sb.id), false)
 }
+
+// SetProcessEnv sets environment variables for the sandbox's processes
+// started from now on, as the toolbox's POST /env does (a PATH that lacks a
+// tool makes the sandbox lack it).
+func (s *Server) SetProcessEnv(id string, set map[string]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sb := s.findLocked(id)
+	if sb == nil {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if sb.daemonEnv == nil {
+		sb.daemonEnv, sb.daemonUnset = map[string]string{}, map[string]bool{}
+	}
+	for k, v := range set {
+		sb.daemonEnv[k] = v
+		delete(sb.daemonUnset, k)
+	}
+	return nil
+}

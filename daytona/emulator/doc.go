@@ -83,13 +83,16 @@
 // # Faults, state manipulation, introspection
 //
 // Go: AddFault (latency, status such as 429/503 with Retry-After, hangs,
-// WebSocket drops mid-stream, scoped by method, path regexp, sandbox and
+// gates that hold requests until the test releases them, WebSocket drops
+// mid-stream, execute replies for commands containing a text instead of
+// running them; scoped by method, path regexp, sandbox, command text and
 // count), AddSnapshotFault (a snapshot job that is slow, fails silently as
 // the real job handler lets it, or leaves the sandbox in error),
 // StopBehindClientsBack, SetError, SetMissingContainer
-// (MissingContainerReason), AdvanceClock, Reap, Sandboxes, Sandbox,
-// Snapshots, LiveProcesses, Requests, IssuedSecrets (every SSH and preview
-// token handed out, so tests can prove none leaked).
+// (MissingContainerReason), SetProcessEnv, AdvanceClock, Reap, Sandboxes,
+// Sandbox, Snapshots, LiveProcesses, Requests, IssuedSecrets (every SSH and
+// preview token handed out, so tests can prove none leaked), Journal (each
+// sandbox's commands and file transfers, in order: what a client asked for).
 //
 // HTTP, same bearer key, JSON:
 //
@@ -101,7 +104,8 @@
 //	GET    /_emulator/faults                           [{"id":1,"method":"POST","path":"…","status":503,…}]
 //	POST   /_emulator/faults                           {"method","path","sandboxId","times","latency":"250ms",
 //	                                                    "status","body","retryAfter","hang",
-//	                                                    "dropWebSocketAfterBytes"} → 201 {"id":N}
+//	                                                    "dropWebSocketAfterBytes","command",
+//	                                                    "reply":{"exitCode","result"}} → 201 {"id":N}
 //	DELETE /_emulator/faults/{id}, DELETE /_emulator/faults   → 204
 //	GET    /_emulator/requests                         {"POST /api/sandbox": 2, …}
 //	DELETE /_emulator/requests                         → 204 (reset counters)

@@ -39,6 +39,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, sb *sandb
 	if !s.decodeToolboxJSON(w, r, &req) {
 		return
 	}
+	s.journalExecute(sb.id, req.Command, req.Cwd, req.Timeout)
 	if strings.TrimSpace(req.Command) == "" {
 		s.toolboxError(w, r, http.StatusBadRequest, "bad request: command cannot be empty or whitespace-only")
 		return

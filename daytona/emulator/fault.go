@@ -1,8 +1,11 @@
 package emulator
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -28,6 +31,22 @@ type Fault struct {
 	// DropWebSocketAfterBytes, on WebSocket routes (session logs, PTY), cuts the
 	// TCP connection without a close frame after that many payload bytes.
 	DropWebSocketAfterBytes int
+
+	// Command, on POST …/process/execute, selects only requests whose
+	// command contains this text ("" = any request).
+	Command string
+	// Reply answers a matching execute with this outcome instead of running
+	// the command (a 200, as the daemon answers a command that ran).
+	Reply *ExecReply
+	// Gate holds a matching request until the channel is closed, then lets
+	// it through to the real handler (Go only; the admin API has no gates).
+	Gate <-chan struct{}
+}
+
+// ExecReply is the outcome an execute fault answers with.
+type ExecReply struct {
+	ExitCode int    `json:"exitCode"`
+	Result   string `json:"result"`
 }
 
 type faultEntry struct {
@@ -128,12 +147,19 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 		s.mu.Unlock()
 		return r, false
 	}
+	command, hasCommand := "", false
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/process/execute") && s.commandFaultsLocked() {
+		s.mu.Unlock()
+		command, hasCommand = peekCommand(r)
+		s.mu.Lock()
+	}
 	sbID := s.sandboxIDForPathLocked(r.URL.Path)
 	var f *Fault
 	for i, e := range s.faults {
 		if (e.f.Method != "" && !strings.EqualFold(e.f.Method, r.Method)) ||
 			(e.re != nil && !e.re.MatchString(r.URL.Path)) ||
-			(e.f.SandboxID != "" && e.f.SandboxID != sbID) {
+			(e.f.SandboxID != "" && e.f.SandboxID != sbID) ||
+			(e.f.Command != "" && (!hasCommand || !strings.Contains(command, e.f.Command))) {
 			continue
 		}
 		copied := e.f
@@ -153,7 +179,7 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 	s.log.Info().Str("method", r.Method).Str("path", r.URL.Path).Int("status", f.Status).
 		Dur("latency", f.Latency).Bool("hang", f.Hang).Msg("injecting fault")
 
-	if f.Latency > 0 || f.Hang {
+	if f.Latency > 0 || f.Hang || f.Gate != nil {
 		release, ok := s.hold()
 		if !ok {
 			return r, true
@@ -172,11 +198,25 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 			return r, true
 		}
 	}
+	if f.Gate != nil {
+		select {
+		case <-f.Gate:
+		case <-r.Context().Done():
+			return r, true
+		case <-s.ctx.Done():
+			return r, true
+		}
+	}
 	if f.Hang {
 		select {
 		case <-r.Context().Done():
 		case <-s.ctx.Done():
 		}
+		return r, true
+	}
+	if f.Reply != nil && hasCommand {
+		s.journalExecute(sbID, command, "", 0)
+		writeJSON(w, http.StatusOK, map[string]any{"exitCode": f.Reply.ExitCode, "result": f.Reply.Result})
 		return r, true
 	}
 	if f.Status != 0 {
@@ -187,6 +227,33 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 		r = r.WithContext(context.WithValue(r.Context(), dropAfterKey{}, f.DropWebSocketAfterBytes))
 	}
 	return r, false
+}
+
+func (s *Server) commandFaultsLocked() bool {
+	for _, e := range s.faults {
+		if e.f.Command != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// peekCommand reads an execute request's command and puts the body back
+// for the handler.
+func peekCommand(r *http.Request) (string, bool) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return "", false
+	}
+	var req struct {
+		Command string `json:"command"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return "", false
+	}
+	return req.Command, true
 }
 
 var lifecycleRE = regexp.MustCompile(`/(start|stop|pause|resize|recover|archive)$`)

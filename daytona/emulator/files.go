@@ -165,6 +165,7 @@ func (s *Server) handleCreateFolder(w http.ResponseWriter, r *http.Request, sb *
 }
 
 func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	s.journal(sb.id, ToolboxCall{Route: "delete", Paths: []string{r.URL.Query().Get("path")}})
 	p := resolvePath(sb, r.URL.Query().Get("path"))
 	fi, err := os.Lstat(p)
 	if err != nil {
@@ -188,6 +189,7 @@ func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, sb *sa
 }
 
 func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	s.journal(sb.id, ToolboxCall{Route: "download", Paths: []string{r.URL.Query().Get("path")}})
 	p := resolvePath(sb, r.URL.Query().Get("path"))
 	f, err := os.Open(p)
 	if err != nil {
@@ -219,6 +221,7 @@ func (s *Server) handleBulkDownload(w http.ResponseWriter, r *http.Request, sb *
 		ptyError(w, http.StatusBadRequest, "invalid request body: "+err.Error())
 		return
 	}
+	s.journal(sb.id, ToolboxCall{Route: "bulk-download", Paths: req.Paths})
 	if len(req.Paths) == 0 {
 		ptyError(w, http.StatusBadRequest, "paths must not be empty")
 		return
@@ -304,6 +307,7 @@ func (s *Server) writeUpload(sb *sandbox, dest string, src io.Reader) (int64, er
 }
 
 func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	s.journal(sb.id, ToolboxCall{Route: "upload", Paths: []string{r.URL.Query().Get("path")}})
 	dest := resolvePath(sb, r.URL.Query().Get("path"))
 	mr, err := r.MultipartReader()
 	if err != nil || r.URL.Query().Get("path") == "" {
@@ -351,6 +355,8 @@ func (s *Server) handleBulkUpload(w http.ResponseWriter, r *http.Request, sb *sa
 	paths := map[int]string{}
 	files := []uploaded{}
 	var errs []uploadErr
+	var order []string
+	defer func() { s.journal(sb.id, ToolboxCall{Route: "bulk-upload", Paths: order}) }()
 	for {
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
@@ -373,6 +379,7 @@ func (s *Server) handleBulkUpload(w http.ResponseWriter, r *http.Request, sb *sa
 				continue
 			}
 			paths[i] = string(v)
+			order = append(order, string(v))
 			continue
 		}
 		p, ok := paths[i]
@@ -434,6 +441,7 @@ func lookupID(v string, byName func(string) (string, error)) (int, error) {
 
 func (s *Server) handlePermissions(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	q := r.URL.Query()
+	s.journal(sb.id, ToolboxCall{Route: "permissions", Paths: []string{q.Get("path")}, Mode: q.Get("mode")})
 	p := resolvePath(sb, q.Get("path"))
 	fi, err := os.Stat(p)
 	if err != nil {

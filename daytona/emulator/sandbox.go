@@ -86,6 +86,7 @@ type sandbox struct {
 	daemonEnv   map[string]string // POST /env overrides
 	daemonUnset map[string]bool
 	external    map[string]bool // paths outside dir created through the file API
+	journal     []ToolboxCall   // see Journal
 	previewTok  string
 	removed     bool
 }
