@@ -1,0 +1,243 @@
+package sync
+
+import (
+	"archive/tar"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The plugin validates a sandbox-authored archive by reading `tar -tvf`
+// line by line before extracting it. We read the archive ourselves, but
+// render each header as the line GNU tar would print and hold it to the same
+// rules, so every archive the plugin refuses is refused here with the same
+// message. The parser also accepts bsdtar's dialect, as the plugin's does.
+
+// jsSpace and jsNonSpace are JavaScript's \s and \S; jsLine is JavaScript's
+// "." (anything but a line terminator).
+const (
+	jsSpace    = `[\t\n\v\f\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}]`
+	jsNonSpace = `[^\t\n\v\f\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}]`
+	jsLine     = `[^\n\r\x{2028}\x{2029}]`
+)
+
+var (
+	// <perms> <owner>/<group> <size> <date> <time> <rest> (GNU tar, busybox)
+	gnuListingRE = regexp.MustCompile(`^(` + jsNonSpace + `+)` + jsSpace + `+` + jsNonSpace + `+/` + jsNonSpace + `+` +
+		jsSpace + `+[0-9]+` + jsSpace + `+` + jsNonSpace + `+` + jsSpace + `+` + jsNonSpace + `+` + jsSpace + `+(` + jsLine + `*)$`)
+	// <perms> <links> <user> <group> <size> <Mon> <day> <time|year> <rest> (bsdtar)
+	bsdListingRE = regexp.MustCompile(`^(` + jsNonSpace + `+)` + jsSpace + `+[0-9]+` + jsSpace + `+` + jsNonSpace + `+` + jsSpace + `+` +
+		jsNonSpace + `+` + jsSpace + `+[0-9]+` + jsSpace + `+` + jsNonSpace + `+` + jsSpace + `+[0-9]{1,2}` + jsSpace +
+		`+(?:[0-9]{4}|[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?)` + jsSpace + `+(` + jsLine + `*)$`)
+)
+
+// listingLine is one parsed `tar -tvf` line.
+type listingLine struct {
+	typeFlag string // the first character of the mode string
+	rest     string // the name field, with " -> target" or " link to target"
+}
+
+// parseListingLine is the plugin's parseTarVerboseListingLine. The GNU shape
+// is tried first; the slash it requires between owner and group keeps a
+// bsdtar line with numeric ids from matching it shifted. It reports false
+// for anything else (device nodes included), so callers fail closed.
+func parseListingLine(line string) (listingLine, bool) {
+	for _, re := range []*regexp.Regexp{gnuListingRE, bsdListingRE} {
+		if m := re.FindStringSubmatch(line); m != nil {
+			r, _ := utf8.DecodeRuneInString(m[1])
+			return listingLine{typeFlag: string(r), rest: m[2]}, true
+		}
+	}
+	return listingLine{}, false
+}
+
+// splitLinkOnce is the plugin's splitLinkEntryOnce: it splits a link field
+// at its only delimiter, and fails when there is none or more than one (a
+// name holding the delimiter would otherwise hide the real target).
+func splitLinkOnce(field, delimiter string) (name, target string, ok bool) {
+	first := strings.Index(field, delimiter)
+	if first < 0 || strings.Contains(field[first+len(delimiter):], delimiter) {
+		return "", "", false
+	}
+	return field[:first], field[first+len(delimiter):], true
+}
+
+// UnsafeArchiveError is an archive refused before anything was extracted.
+// Its messages are the plugin's "Daytona syncOut refusing …", which the
+// host classifies as restore_unsafe_archive.
+type UnsafeArchiveError struct{ msg string }
+
+func (e *UnsafeArchiveError) Error() string { return e.msg }
+
+func unsafeArchive(format string, args ...any) error {
+	return &UnsafeArchiveError{msg: fmt.Sprintf(format, args...)}
+}
+
+// posixPathEscapes: the normalized path is "..", starts with "../" or is
+// absolute.
+func posixPathEscapes(p string) bool {
+	n := nodeNormalize(p)
+	return n == ".." || strings.HasPrefix(n, "../") || nodeIsAbsolute(n)
+}
+
+// checkListingLine is the plugin's per-line rule; empty lines pass.
+func checkListingLine(line string) error {
+	if jsTrim(line) == "" {
+		return nil
+	}
+	parsed, ok := parseListingLine(line)
+	if !ok {
+		return unsafeArchive("Daytona syncOut refusing tarball with an unparseable entry listing: %s", line)
+	}
+	name := parsed.rest
+	var target string
+	isLink := false
+	switch parsed.typeFlag {
+	case "l":
+		n, t, ok := splitLinkOnce(name, " -> ")
+		if !ok {
+			return unsafeArchive("Daytona syncOut refusing unparseable or ambiguous symlink entry: %s", line)
+		}
+		name, target, isLink = n, t, true
+	case "h":
+		n, t, ok := splitLinkOnce(name, " link to ")
+		if !ok {
+			return unsafeArchive("Daytona syncOut refusing unparseable or ambiguous hardlink entry: %s", line)
+		}
+		name, target, isLink = n, t, true
+	}
+	clean := strings.TrimRight(name, "/")
+	if clean != "" && posixPathEscapes(clean) {
+		return unsafeArchive("Daytona syncOut refusing tarball member that escapes the extraction dir: %s", name)
+	}
+	if isLink && (nodeIsAbsolute(target) || posixPathEscapes(nodeJoin(nodeDirname(clean), target))) {
+		return unsafeArchive("Daytona syncOut refusing tarball link whose target escapes the extraction dir: %s -> %s", name, target)
+	}
+	return nil
+}
+
+// gnuListing renders a header as `tar -tvf` (GNU tar 1.34, C locale,
+// default escape quoting) prints it.
+func gnuListing(h *tar.Header) string {
+	var b strings.Builder
+	b.WriteString(modeString(h))
+	b.WriteByte(' ')
+	owner := h.Uname
+	if owner == "" {
+		owner = strconv.Itoa(h.Uid)
+	}
+	group := h.Gname
+	if group == "" {
+		group = strconv.Itoa(h.Gid)
+	}
+	b.WriteString(owner + "/" + group)
+	b.WriteByte(' ')
+	switch h.Typeflag {
+	case tar.TypeChar, tar.TypeBlock:
+		b.WriteString(strconv.FormatInt(h.Devmajor, 10) + "," + strconv.FormatInt(h.Devminor, 10))
+	case tar.TypeSymlink, tar.TypeLink, tar.TypeDir:
+		b.WriteString("0")
+	default:
+		b.WriteString(strconv.FormatInt(h.Size, 10))
+	}
+	b.WriteByte(' ')
+	b.WriteString(h.ModTime.UTC().Format("2006-01-02 15:04"))
+	b.WriteByte(' ')
+	b.WriteString(escapeName(h.Name))
+	switch h.Typeflag {
+	case tar.TypeSymlink:
+		b.WriteString(" -> " + escapeName(h.Linkname))
+	case tar.TypeLink:
+		b.WriteString(" link to " + escapeName(h.Linkname))
+	}
+	return b.String()
+}
+
+// modeString is GNU tar's ten-character mode column.
+func modeString(h *tar.Header) string {
+	var t byte
+	switch h.Typeflag {
+	case tar.TypeReg, tar.TypeRegA, tar.TypeCont:
+		t = '-'
+	case tar.TypeDir:
+		t = 'd'
+	case tar.TypeSymlink:
+		t = 'l'
+	case tar.TypeLink:
+		t = 'h'
+	case tar.TypeChar:
+		t = 'c'
+	case tar.TypeBlock:
+		t = 'b'
+	case tar.TypeFifo:
+		t = 'p'
+	default:
+		t = '?'
+	}
+	m := h.Mode
+	out := []byte{t, '-', '-', '-', '-', '-', '-', '-', '-', '-'}
+	const rwx = "rwxrwxrwx"
+	for i := 0; i < 9; i++ {
+		if m&(1<<(8-i)) != 0 {
+			out[1+i] = rwx[i]
+		}
+	}
+	special := func(pos int, bit int64, set, unset byte) {
+		if m&bit != 0 {
+			if out[pos] == 'x' {
+				out[pos] = set
+			} else {
+				out[pos] = unset
+			}
+		}
+	}
+	special(3, 0o4000, 's', 'S')
+	special(6, 0o2000, 's', 'S')
+	special(9, 0o1000, 't', 'T')
+	return string(out)
+}
+
+// escapeName quotes a name as GNU tar's "escape" style does in the C locale:
+// backslash and control characters as C escapes, other bytes outside
+// printable ASCII as three-digit octal.
+func escapeName(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '\\' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\\':
+			b.WriteString(`\\`)
+		case c == '\a':
+			b.WriteString(`\a`)
+		case c == '\b':
+			b.WriteString(`\b`)
+		case c == '\f':
+			b.WriteString(`\f`)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\v':
+			b.WriteString(`\v`)
+		case c < 0x20 || c >= 0x7f:
+			fmt.Fprintf(&b, `\%03o`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,317 @@
+package sync
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// hostEntry is one member of a directory mapping's tar, found by walking
+// the host tree the way `tar -c -C <dir> --null -T <top-level names>` does.
+type hostEntry struct {
+	rel    string // "keep/a.txt"; the member name is "./" + rel
+	abs    string
+	kind   byte // tar type flag
+	mode   int64
+	size   int64
+	mtime  time.Time
+	link   string // symlink target; for a hard link, the first name's rel
+	uid    int
+	gid    int
+	rdev   uint64
+	sig    hostSig
+	linkOf int // index of the first member of its hard-link group, -1 for none
+}
+
+// hostSig identifies a host file's state: any write, chmod, rename or
+// replacement changes its ctime or inode.
+type hostSig struct {
+	dev, ino      uint64
+	size          int64
+	mtime, ctime  int64 // nanoseconds
+	mode          uint32
+	kind          byte
+	nlink         uint64
+	followedLinks bool
+}
+
+func sigOf(st *syscall.Stat_t, kind byte, follow bool) hostSig {
+	return hostSig{
+		dev: uint64(st.Dev), ino: st.Ino, size: st.Size,
+		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), mode: st.Mode, kind: kind, nlink: uint64(st.Nlink),
+		followedLinks: follow,
+	}
+}
+
+// walkHostTree lists what a directory mapping archives: every entry under
+// root except the excluded ones (GNU tar exclusion), symlinks as links or,
+// with follow, as what they point to. Names are sorted for a stable
+// archive. It fails on anything GNU tar would fail the plugin's pack on (an
+// unreadable entry, a dangling link to follow) and on a symlink loop.
+func walkHostTree(root string, exclude []string, follow bool) ([]hostEntry, error) {
+	names, err := readDirNames(root)
+	if err != nil {
+		return nil, nodeFSError("opendir", root, pathErrno(err))
+	}
+	w := &treeWalker{root: root, ex: newExcluder(exclude), follow: follow, seen: map[[2]uint64]int{}}
+	for _, name := range names {
+		if err := w.visit(filepath.Join(root, name), name, nil); err != nil {
+			return nil, err
+		}
+	}
+	return w.entries, nil
+}
+
+type treeWalker struct {
+	root    string
+	ex      excluder
+	follow  bool
+	entries []hostEntry
+	seen    map[[2]uint64]int // (dev, ino) of multiply linked files → entry index
+}
+
+// visit adds abs (member "./"+rel) and, for a directory, what it holds.
+// ancestors are the (dev, ino) of the directories above it (loop check).
+func (w *treeWalker) visit(abs, rel string, ancestors [][2]uint64) error {
+	if w.ex.excluded("./" + rel) {
+		return nil
+	}
+	var fi os.FileInfo
+	var err error
+	if w.follow {
+		fi, err = os.Stat(abs)
+	} else {
+		fi, err = os.Lstat(abs)
+	}
+	if err != nil {
+		return fmt.Errorf("Daytona syncIn cannot read %s: %w", abs, pathErrno(err))
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("Daytona syncIn cannot stat %s", abs)
+	}
+	e := hostEntry{
+		rel: rel, abs: abs, mode: int64(st.Mode & 0o7777), mtime: time.Unix(st.Mtim.Sec, 0),
+		uid: int(st.Uid), gid: int(st.Gid), linkOf: -1,
+	}
+	switch fi.Mode().Type() {
+	case 0:
+		e.kind, e.size = tar.TypeReg, st.Size
+		// A file reached twice is archived once and then as a hard link,
+		// as GNU tar does (with -h a symlink can lead to a file again).
+		if st.Nlink > 1 || w.follow {
+			key := [2]uint64{uint64(st.Dev), st.Ino}
+			if first, dup := w.seen[key]; dup {
+				e.kind, e.size, e.linkOf, e.link = tar.TypeLink, 0, first, w.entries[first].rel
+			} else {
+				w.seen[key] = len(w.entries)
+			}
+		}
+	case fs.ModeDir:
+		e.kind = tar.TypeDir
+	case fs.ModeSymlink:
+		e.kind = tar.TypeSymlink
+		if e.link, err = os.Readlink(abs); err != nil {
+			return fmt.Errorf("Daytona syncIn cannot read link %s: %w", abs, pathErrno(err))
+		}
+	case fs.ModeNamedPipe:
+		e.kind = tar.TypeFifo
+	case fs.ModeDevice | fs.ModeCharDevice:
+		e.kind, e.rdev = tar.TypeChar, st.Rdev
+	case fs.ModeDevice:
+		e.kind, e.rdev = tar.TypeBlock, st.Rdev
+	default:
+		return nil // sockets: GNU tar says "socket ignored" and goes on
+	}
+	e.sig = sigOf(st, e.kind, w.follow)
+	w.entries = append(w.entries, e)
+	if e.kind != tar.TypeDir {
+		return nil
+	}
+	self := [2]uint64{uint64(st.Dev), st.Ino}
+	for _, a := range ancestors {
+		if a == self {
+			return fmt.Errorf("Daytona syncIn cannot follow %s: the symbolic link loops back to a directory above it", abs)
+		}
+	}
+	names, err := readDirNames(abs)
+	if err != nil {
+		return fmt.Errorf("Daytona syncIn cannot read %s: %w", abs, pathErrno(err))
+	}
+	next := append(ancestors[:len(ancestors):len(ancestors)], self)
+	for _, name := range names {
+		if err := w.visit(filepath.Join(abs, name), rel+"/"+name, next); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readDirNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// idNames caches user and group names for tar headers, as GNU tar records
+// them (an extracting root maps owners by name first).
+type idNames struct {
+	users, groups map[int]string
+}
+
+func (n *idNames) user(id int) string {
+	if n.users == nil {
+		n.users = map[int]string{}
+	}
+	if s, ok := n.users[id]; ok {
+		return s
+	}
+	s := ""
+	if u, err := user.LookupId(strconv.Itoa(id)); err == nil {
+		s = u.Username
+	}
+	n.users[id] = s
+	return s
+}
+
+func (n *idNames) group(id int) string {
+	if n.groups == nil {
+		n.groups = map[int]string{}
+	}
+	if s, ok := n.groups[id]; ok {
+		return s
+	}
+	s := ""
+	if g, err := user.LookupGroupId(strconv.Itoa(id)); err == nil {
+		s = g.Name
+	}
+	n.groups[id] = s
+	return s
+}
+
+// errChangedWhileRead is a file that changed while it was archived; GNU tar
+// fails the plugin's pack in that case too.
+var errChangedWhileRead = errors.New("file changed as we read it")
+
+// writeTar writes the given entries as a tar stream (no end-of-archive
+// padding beyond what tar.Writer.Close adds).
+func writeTar(w io.Writer, entries []hostEntry, send []bool) error {
+	tw := tar.NewWriter(w)
+	var names idNames
+	buf := make([]byte, 256<<10)
+	for i := range entries {
+		if send != nil && !send[i] {
+			continue
+		}
+		e := &entries[i]
+		h := &tar.Header{
+			Typeflag: e.kind,
+			Name:     "./" + e.rel,
+			Mode:     e.mode,
+			Uid:      e.uid,
+			Gid:      e.gid,
+			Uname:    names.user(e.uid),
+			Gname:    names.group(e.gid),
+			ModTime:  e.mtime,
+		}
+		switch e.kind {
+		case tar.TypeDir:
+			h.Name += "/"
+		case tar.TypeReg:
+			h.Size = e.size
+		case tar.TypeSymlink:
+			h.Linkname = e.link
+		case tar.TypeLink:
+			h.Linkname = "./" + e.link
+		case tar.TypeChar, tar.TypeBlock:
+			h.Devmajor, h.Devminor = int64(devMajor(e.rdev)), int64(devMinor(e.rdev))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return fmt.Errorf("Daytona syncIn cannot archive %s: %w", e.abs, err)
+		}
+		if e.kind == tar.TypeReg && e.size > 0 {
+			if err := copyFileExactly(tw, e, buf); err != nil {
+				return err
+			}
+		}
+	}
+	return tw.Close()
+}
+
+// copyFileExactly copies e's content, which must still be what the walk
+// saw: the same file, the same size, unchanged while read.
+func copyFileExactly(tw io.Writer, e *hostEntry, buf []byte) error {
+	f, err := os.Open(e.abs)
+	if err != nil {
+		return fmt.Errorf("Daytona syncIn cannot read %s: %w", e.abs, pathErrno(err))
+	}
+	defer f.Close()
+	changed := func() error { return fmt.Errorf("Daytona syncIn cannot archive %s: %w", e.abs, errChangedWhileRead) }
+	if st, err := fstat(f); err != nil || st.Ino != e.sig.ino || uint64(st.Dev) != e.sig.dev {
+		return changed()
+	}
+	n, err := io.CopyBuffer(tw, taggedReader{io.LimitReader(f, e.size)}, buf)
+	if err != nil {
+		var se *sourceErr
+		if errors.As(err, &se) {
+			return fmt.Errorf("Daytona syncIn cannot read %s: %w", e.abs, se.err)
+		}
+		return err
+	}
+	if n != e.size {
+		return changed()
+	}
+	if st, err := fstat(f); err != nil || st.Size != e.size || st.Mtim.Nano() != e.sig.mtime || st.Ctim.Nano() != e.sig.ctime {
+		return changed()
+	}
+	return nil
+}
+
+// sourceErr is a read failure of a host file, told apart from a failure of
+// the stream it is copied into.
+type sourceErr struct{ err error }
+
+func (e *sourceErr) Error() string { return e.err.Error() }
+
+type taggedReader struct{ r io.Reader }
+
+func (t taggedReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = &sourceErr{err}
+	}
+	return n, err
+}
+
+func fstat(f *os.File) (*syscall.Stat_t, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil, errors.New("no stat")
+	}
+	return st, nil
+}
+
+// devMajor and devMinor split a Linux dev_t (glibc's encoding).
+func devMajor(d uint64) uint32 { return uint32((d>>32)&0xfffff000) | uint32((d>>8)&0xfff) }
+func devMinor(d uint64) uint32 { return uint32((d>>12)&0xffffff00) | uint32(d&0xff) }
