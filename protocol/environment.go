@@ -177,11 +177,11 @@ type SyncFileMapping struct {
 	SourcePath     string   `json:"sourcePath"`
 	TargetPath     string   `json:"targetPath"`
 	Kind           string   `json:"kind"`
-	Mode           *int     `json:"mode,omitempty"`
+	Mode           *float64 `json:"mode,omitempty"`
 	Exclude        []string `json:"exclude,omitempty"`
 	FollowSymlinks bool     `json:"followSymlinks,omitempty"`
 	Access         string   `json:"access,omitempty"`
-	WritablePath   string   `json:"writablePath,omitempty"`
+	WritablePath   *string  `json:"writablePath,omitempty"`
 }
 
 // PostUploadCommand is an adapter-authored command run after a sync lands.

@@ -31,6 +31,11 @@ func (w *Worker) recordSpan(ctx context.Context, name string, start time.Time, e
 	if err != nil {
 		rec.Status = &protocol.SpanStatus{Code: 2}
 	}
+	w.sendSpan(ctx, rec)
+}
+
+// sendSpan fires one span.record call in the background.
+func (w *Worker) sendSpan(ctx context.Context, rec protocol.SpanRecord) {
 	// The call outlives the request that made it (fire and forget), so it
 	// keeps the invocation but not the request's cancellation.
 	callCtx := context.WithoutCancel(ctx)
@@ -38,7 +43,7 @@ func (w *Worker) recordSpan(ctx context.Context, name string, start time.Time, e
 	go func() {
 		defer w.spans.wg.Done()
 		if err := w.host.Call(callCtx, protocol.CallSpanRecord, rec, nil); err != nil {
-			w.log.Debug().Err(err).Str("span", name).Msg("span.record failed")
+			w.log.Debug().Err(err).Str("span", rec.Name).Msg("span.record failed")
 		}
 	}()
 }

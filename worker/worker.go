@@ -56,6 +56,7 @@ type Worker struct {
 	spans   spans
 	reapers *reapers           // cleanups of captures that gave up before Daytona finished
 	ingress ingressGenerations // runner ingress generation per sandbox
+	syncs   syncStates
 
 	methods map[string]methodFunc // built once in New; read-only after
 
@@ -188,6 +189,8 @@ func (w *Worker) driverMethods() map[string]methodFunc {
 		protocol.MethodEnvironmentCaptureTemplate:        w.captureTemplate,
 		protocol.MethodEnvironmentCancelInteractiveSetup: w.cancelInteractiveSetup,
 		protocol.MethodEnvironmentDeleteTemplate:         w.deleteTemplate,
+		protocol.MethodEnvironmentSyncIn:                 w.syncIn,
+		protocol.MethodEnvironmentSyncOut:                w.syncOut,
 	}
 }
 

@@ -1,0 +1,266 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
+	filesync "github.com/paperclipai/daytona-worker/sync"
+)
+
+const (
+	msgSyncInNoLease   = "Daytona syncIn requires a provider lease ID."
+	msgSyncOutNoLease  = "Daytona syncOut requires a provider lease ID."
+	msgSyncNoRemoteDir = "Daytona file sync requires a workspace remote dir on the lease metadata."
+	// msgSandboxNotFound is the stable message the plugin gives a sync out
+	// whose sandbox is gone: its unexported files no longer exist.
+	msgSandboxNotFound = "daytona_sandbox_not_found"
+)
+
+func (w *Worker) syncIn(ctx context.Context, raw json.RawMessage) (any, error) {
+	return w.runSync(ctx, raw, true)
+}
+
+func (w *Worker) syncOut(ctx context.Context, raw json.RawMessage) (any, error) {
+	out, err := w.runSync(ctx, raw, false)
+	if err != nil && errors.Is(err, daytona.ErrNotFound) {
+		return nil, errors.New(msgSandboxNotFound)
+	}
+	return out, err
+}
+
+// runSync is the plugin's onEnvironmentSyncIn/Out: the lease must name its
+// sandbox and its workspace (the confinement root); sync in records the
+// advisory writable set first; the transfer runs as activity on the lease
+// (a graceful teardown waits for it) against the started sandbox.
+func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any, error) {
+	method, noLease := protocol.MethodEnvironmentSyncOut, msgSyncOutNoLease
+	if in {
+		method, noLease = protocol.MethodEnvironmentSyncIn, msgSyncInNoLease
+	}
+	var p protocol.SyncParams
+	if err := decodeParams(method, raw, &p); err != nil {
+		return nil, err
+	}
+	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
+		return nil, errors.New(noLease)
+	}
+	rc, err := decodeRawConfig(p.Config)
+	if err != nil {
+		return nil, protocol.InvalidParams(method, err)
+	}
+	cfg := parseDriverConfig(rc)
+	remoteDir, ok := jsTrimmedString(p.Lease.Metadata["remoteCwd"])
+	if !ok || remoteDir == "" {
+		return nil, errors.New(msgSyncNoRemoteDir)
+	}
+	ops, err := syncOperations(method, p.Operations)
+	if err != nil {
+		return nil, err
+	}
+	secs := timeoutSeconds(cfg.TimeoutMs)
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if in {
+		w.syncs.recordWritable(sc.key(), filesync.WritableDirs(ops))
+	}
+	return w.leases.withActivity(ctx, sc, false, func() (any, error) {
+		s, _, err := w.getSandbox(ctx, sc)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.ensureStarted(ctx, secs); err != nil {
+			return nil, err
+		}
+		conf := filesync.Config{
+			Sandbox: s.toolbox(), RemoteDir: remoteDir, TimeoutSeconds: secs,
+			Tracer: &syncTracer{w: w, ctx: ctx}, NewID: w.newID, Now: w.now,
+		}
+		var results []filesync.Result
+		if in {
+			conf.Cache = w.syncs.cache(s.key)
+			results, err = filesync.In(ctx, conf, ops)
+		} else {
+			results, err = filesync.Out(ctx, conf, ops)
+		}
+		if err != nil {
+			return nil, err
+		}
+		w.leases.markFresh(s.key)
+		res := protocol.SyncResult{Operations: make([]protocol.SyncOperationResult, len(results))}
+		for i, r := range results {
+			res.Operations[i] = protocol.SyncOperationResult{
+				OperationID: r.OperationID, FilesTransferred: r.FilesTransferred, BytesTransferred: r.BytesTransferred,
+			}
+		}
+		return res, nil
+	})
+}
+
+// syncOperations converts the wire operations, refusing shapes the plugin
+// would stumble on with a TypeError.
+func syncOperations(method string, in []protocol.SyncOperation) ([]filesync.Operation, error) {
+	ops := make([]filesync.Operation, len(in))
+	for i, op := range in {
+		if op.Files == nil {
+			return nil, protocol.InvalidParams(method, fmt.Errorf("params.operations[%d].files must be an array", i))
+		}
+		o := filesync.Operation{ID: op.OperationID, Files: make([]filesync.Mapping, len(op.Files))}
+		for j, m := range op.Files {
+			fm := filesync.Mapping{
+				SourcePath: m.SourcePath, TargetPath: m.TargetPath, Kind: m.Kind, Exclude: m.Exclude,
+				FollowSymlinks: m.FollowSymlinks, Access: m.Access, WritablePath: m.WritablePath,
+			}
+			if m.Mode != nil {
+				mode := int64(jsToInt32(*m.Mode))
+				fm.Mode = &mode
+			}
+			o.Files[j] = fm
+		}
+		for _, pc := range op.PostUploadCommands {
+			o.PostUploadCommands = append(o.PostUploadCommands, filesync.PostUploadCommand{
+				Command: pc.Command, Cwd: pc.Cwd, TimeoutMs: pc.TimeoutMs,
+			})
+		}
+		ops[i] = o
+	}
+	return ops, nil
+}
+
+// jsToInt32 is JavaScript's ToInt32, which `mode & 0o7777` applies.
+func jsToInt32(f float64) int32 {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0
+	}
+	return int32(uint32(int64(math.Mod(math.Trunc(f), 1<<32))))
+}
+
+// syncStates holds the per-lease sync state: the advisory writable set the
+// plugin records (nothing reads it yet; a future isolation wrapper may) and
+// the incremental-sync caches.
+type syncStates struct {
+	mu       sync.Mutex
+	writable map[string][]string // lease key → directories, in insertion order
+	caches   map[string]*cacheSlot
+	clock    uint64
+}
+
+type cacheSlot struct {
+	cache    *filesync.Cache
+	lastUsed uint64
+}
+
+// maxSyncCaches bounds how many leases keep an incremental-sync cache.
+const maxSyncCaches = 16
+
+// recordWritable adds directories to a lease's advisory writable set.
+func (s *syncStates) recordWritable(key string, dirs []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, dir := range dirs {
+		if s.writable == nil {
+			s.writable = map[string][]string{}
+		}
+		if !containsString(s.writable[key], dir) {
+			s.writable[key] = append(s.writable[key], dir)
+		}
+	}
+}
+
+// writableDirs returns the advisory writable set of a lease.
+func (s *syncStates) writableDirs(key string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string{}, s.writable[key]...)
+}
+
+// cache returns the lease's incremental-sync cache, creating it (and
+// evicting the least recently used one beyond the bound).
+func (s *syncStates) cache(key string) *filesync.Cache {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.caches == nil {
+		s.caches = map[string]*cacheSlot{}
+	}
+	s.clock++
+	if slot := s.caches[key]; slot != nil {
+		slot.lastUsed = s.clock
+		return slot.cache
+	}
+	if len(s.caches) >= maxSyncCaches {
+		oldest := ""
+		for k, slot := range s.caches {
+			if oldest == "" || slot.lastUsed < s.caches[oldest].lastUsed {
+				oldest = k
+			}
+		}
+		delete(s.caches, oldest)
+	}
+	c := filesync.NewCache()
+	s.caches[key] = &cacheSlot{cache: c, lastUsed: s.clock}
+	return c
+}
+
+// forget drops a lease's cache (its sandbox is gone).
+func (s *syncStates) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.caches, key)
+}
+
+func containsString(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// syncTracer reports sync spans to the host with span.record, as the SDK's
+// tracer does when the call carries a traceparent.
+type syncTracer struct {
+	w   *Worker
+	ctx context.Context
+}
+
+func (t *syncTracer) StartSpan(name string, attrs map[string]any, start time.Time) filesync.Span {
+	return &syncSpan{t: t, name: name, attrs: attrs, start: start}
+}
+
+type syncSpan struct {
+	t      *syncTracer
+	name   string
+	attrs  map[string]any
+	start  time.Time
+	failed bool
+	ended  bool
+}
+
+func (s *syncSpan) SetAttribute(k string, v any) { s.attrs[k] = v }
+func (s *syncSpan) SetError()                    { s.failed = true }
+
+func (s *syncSpan) End(end time.Time) {
+	if s.ended {
+		return
+	}
+	s.ended = true
+	inv := rpc.InvocationFrom(s.t.ctx)
+	if inv == nil || inv.Traceparent == "" {
+		return
+	}
+	rec := protocol.SpanRecord{Name: s.name, Attributes: s.attrs, StartTimeMs: s.start.UnixMilli(), EndTimeMs: end.UnixMilli()}
+	if s.failed {
+		rec.Status = &protocol.SpanStatus{Code: 2}
+	}
+	s.t.w.sendSpan(s.t.ctx, rec)
+}

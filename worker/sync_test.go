@@ -1,0 +1,98 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
+)
+
+const syncRemote = "/home/daytona/paperclip-workspace"
+
+// writableDirsFor is the plugin's __getDaytonaWritableDirsForTest: the
+// advisory writable set recorded for the scope a sync-in's params name.
+func writableDirsFor(t *testing.T, w *Worker, raw string) []string {
+	t.Helper()
+	var p protocol.SyncParams
+	require.NoError(t, json.Unmarshal([]byte(raw), &p))
+	rc, err := decodeRawConfig(p.Config)
+	require.NoError(t, err)
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, parseDriverConfig(rc))
+	require.NoError(t, err)
+	return w.syncs.writableDirs(sc.key())
+}
+
+// syncInParams builds sync-in params whose Daytona is unreachable: the
+// writable set is recorded before the sandbox is looked up.
+func syncInParams(files string) string {
+	return `{"driverKey":"daytona","companyId":"c","environmentId":"e",` +
+		`"config":{"apiKey":"host-key","apiUrl":"http://127.0.0.1:1/api","timeoutMs":300000,"reuseLease":false},` +
+		`"lease":{"providerLeaseId":"sandbox-123","metadata":{"provider":"daytona","remoteCwd":"` + syncRemote + `"}},` +
+		`"operations":[{"operationId":"op","files":` + files + `}]}`
+}
+
+// The plugin's tests of the advisory writable set (file-sync-tests §13.1).
+func TestSyncInRecordsTheAdvisoryWritableSet(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		files string
+		want  []string
+	}{
+		{"a staging tarball records its writablePath, not the staging parent",
+			`[{"sourcePath":"/h/workspace.tar","targetPath":"` + syncRemote + `/.paperclip-runtime/workspace-upload.tar","kind":"file","access":"rw","writablePath":"` + syncRemote + `"}]`,
+			[]string{syncRemote}},
+		{"an rw mapping without writablePath records its target's parent",
+			`[{"sourcePath":"/h/in-place.txt","targetPath":"` + syncRemote + `/data/in-place.txt","kind":"file","access":"rw"}]`,
+			[]string{syncRemote + "/data"}},
+		{"ro and access-absent mappings are skipped",
+			`[{"sourcePath":"/h/p","targetPath":"` + syncRemote + `/.paperclip-runtime/project-proj-first","kind":"directory","access":"ro"},` +
+				`{"sourcePath":"/h/d.tar","targetPath":"` + syncRemote + `/.paperclip-runtime/default-upload.tar","kind":"file"}]`,
+			[]string{}},
+		{"a trailing slash is ignored, as Node's dirname does, and sets hold each once",
+			`[{"sourcePath":"/h/a","targetPath":"` + syncRemote + `/a/b/","kind":"directory","access":"rw"},` +
+				`{"sourcePath":"/h/c","targetPath":"` + syncRemote + `/a/c","kind":"file","access":"rw"}]`,
+			[]string{syncRemote + "/a"}},
+	}
+	for _, tt := range tests {
+		w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+		raw := syncInParams(tt.files)
+		// A cancelled call: the set is recorded before the sandbox lookup fails.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := w.Handle(ctx, &rpc.Request{Method: protocol.MethodEnvironmentSyncIn, Params: json.RawMessage(raw)})
+		require.Error(t, err, "Daytona is unreachable")
+		assert.Equal(t, tt.want, writableDirsFor(t, w, raw), tt.name)
+	}
+	// Sync out records nothing.
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	raw := syncInParams(`[{"sourcePath":"` + syncRemote + `/x","targetPath":"/h/x","kind":"file","access":"rw"}]`)
+	_, _ = w.Handle(context.Background(), &rpc.Request{Method: protocol.MethodEnvironmentSyncOut, Params: json.RawMessage(raw)})
+	assert.Empty(t, writableDirsFor(t, w, raw))
+}
+
+func TestJSToInt32(t *testing.T) {
+	for in, want := range map[float64]int32{
+		384: 384, 384.9: 384, -1: -1, 4294967296 + 420: 420, 1e20: 1661992960, -0.5: 0,
+	} {
+		assert.Equal(t, want, jsToInt32(in), "%v", in)
+	}
+}
+
+func TestSyncCachesAreBounded(t *testing.T) {
+	var s syncStates
+	first := s.cache("lease-0")
+	for i := 1; i <= maxSyncCaches; i++ {
+		s.cache("lease-" + string(rune('a'+i)))
+	}
+	assert.Len(t, s.caches, maxSyncCaches)
+	assert.NotSame(t, first, s.cache("lease-0"), "the least recently used cache was dropped")
+	s.forget("lease-0")
+	assert.Len(t, s.caches, maxSyncCaches-1)
+}
