@@ -373,6 +373,13 @@ type host struct {
 	writeMu     sync.Mutex
 	nextID      atomic.Int64
 	hashResults bool
+	spans       []hostSpan // span.record calls, in arrival order
+}
+
+// hostSpan is one span.record call the worker made.
+type hostSpan struct {
+	Invocation string
+	Record     map[string]any
 }
 
 type reply struct {
@@ -495,6 +502,15 @@ func (h *host) dispatch(v any) {
 	switch m["method"] {
 	case "log":
 		return
+	case "span.record":
+		inv, _ := m["paperclipInvocationId"].(string)
+		params, _ := m["params"].(map[string]any)
+		h.spans = append(h.spans, hostSpan{Invocation: inv, Record: params})
+		if id, ok := m["id"]; ok {
+			line, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": nil})
+			go h.writeLine(append(line, '\n'))
+		}
+		return
 	case "execute.log":
 		inv, _ := m["paperclipInvocationId"].(string)
 		params, _ := m["params"].(map[string]any)
@@ -580,9 +596,30 @@ type pending struct {
 }
 
 type request struct {
-	method     string
-	params     any
-	invocation string
+	method      string
+	params      any
+	invocation  string
+	traceparent string
+}
+
+// writeLine writes one raw line to the worker.
+func (h *host) writeLine(line []byte) {
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	_, _ = h.stdin.Write(line)
+}
+
+// recordedSpans returns the span.record calls made for an invocation.
+func (h *host) recordedSpans(inv string) []map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []map[string]any
+	for _, s := range h.spans {
+		if s.Invocation == inv {
+			out = append(out, s.Record)
+		}
+	}
+	return out
 }
 
 // line encodes a request; the id is fresh.
@@ -591,7 +628,11 @@ func (h *host) prepare(req request) (*pending, []byte) {
 	id := fmt.Sprintf("r-%d", h.nextID.Add(1))
 	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": req.method, "params": req.params}
 	if req.invocation != "" {
-		msg["paperclipInvocation"] = map[string]any{"id": req.invocation, "scope": map[string]any{"companyId": "c-1"}}
+		inv := map[string]any{"id": req.invocation, "scope": map[string]any{"companyId": "c-1"}}
+		if req.traceparent != "" {
+			inv["traceparent"] = req.traceparent
+		}
+		msg["paperclipInvocation"] = inv
 	}
 	line, err := json.Marshal(msg)
 	require.NoError(h.t, err)
