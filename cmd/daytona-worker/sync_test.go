@@ -40,7 +40,7 @@ type syncRig struct {
 	l      lease
 	meta   map[string]any // the lease metadata acquire returned
 	remote string         // the lease's workspace; the emulator's sandboxes are folders on this machine
-	dir    string // a host folder for sources and targets
+	dir    string         // a host folder for sources and targets
 }
 
 func newSyncRig(t *testing.T, cfgExtra string) *syncRig {
@@ -767,7 +767,10 @@ func TestSyncDirectoryRoundTrip(t *testing.T) {
 	r.write("src/nested/data.txt", "hello world", 0o644)
 	r.write("src/secret", "top-secret", 0o600)
 	require.NoError(t, os.Symlink("nested/data.txt", r.hostPath("src/shortcut")))
-	r.ok(func() reply { rep, _ := r.in(op("in", []map[string]any{mapping(r.hostPath("src"), r.rpath("proj"), "directory")})); return rep }())
+	r.ok(func() reply {
+		rep, _ := r.in(op("in", []map[string]any{mapping(r.hostPath("src"), r.rpath("proj"), "directory")}))
+		return rep
+	}())
 	assertFile(t, r.rpath("proj/secret"), "top-secret", 0o600)
 	assertLink(t, r.rpath("proj/shortcut"), "nested/data.txt")
 
@@ -993,7 +996,10 @@ func TestSyncInNoPostUploadCommandsNoExtraExec(t *testing.T) {
 	r.env.Server.ResetJournal(r.l.id)
 	// A new target: the same one would be skipped as already there.
 	files = []map[string]any{mapping(cfg, r.rpath("config2.txt"), "file")}
-	r.ok(func() reply { rep, _ := r.in(map[string]any{"operationId": "op", "files": files, "postUploadCommands": []any{}}); return rep }())
+	r.ok(func() reply {
+		rep, _ := r.in(map[string]any{"operationId": "op", "files": files, "postUploadCommands": []any{}})
+		return rep
+	}())
 	assert.Equal(t, baseline, len(r.calls("execute")))
 	r.done()
 }
