@@ -52,11 +52,10 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
 		return nil, errors.New(noLease)
 	}
-	rc, err := decodeRawConfig(p.Config)
+	_, cfg, err := decodeConfig(method, p.Config)
 	if err != nil {
-		return nil, protocol.InvalidParams(method, err)
+		return nil, err
 	}
-	cfg := parseDriverConfig(rc)
 	remoteDir, ok := jsTrimmedString(p.Lease.Metadata["remoteCwd"])
 	if !ok || remoteDir == "" {
 		return nil, errors.New(msgSyncNoRemoteDir)
