@@ -236,7 +236,7 @@ func (r *syncRig) index(match func(emulator.ToolboxCall) bool) int {
 func (r *syncRig) spans(inv string, n int) []map[string]any {
 	r.t.Helper()
 	var got []map[string]any
-	ok := eventually(10*time.Second, func() bool { got = r.h.recordedSpans(inv); return len(got) >= n })
+	ok := eventually(30*time.Second, func() bool { got = r.h.recordedSpans(inv); return len(got) >= n })
 	require.True(r.t, ok, "want %d spans, got %v", n, got)
 	out := make([]map[string]any, len(got))
 	for i, s := range got {
@@ -1104,24 +1104,33 @@ func TestDestroyWaitsForActiveSyncs(t *testing.T) {
 }
 
 // A sync that arrives while its lease is being released waits for the
-// release and is then refused, as the plugin's gates make it.
+// release and is then refused, as the plugin's gates make it; the sync that
+// was running when the release came finishes first.
 func TestSyncDuringReleaseIsRefused(t *testing.T) {
 	t.Parallel()
 	r := newSyncRig(t, "")
 	a := r.write("a.txt", "a", 0o644)
-	gate := make(chan struct{})
-	r.env.Server.AddFault(emulator.Fault{Path: `/files/bulk-upload$`, Gate: gate, Times: 1})
+	upload := make(chan struct{})
+	r.env.Server.AddFault(emulator.Fault{Path: `/files/bulk-upload$`, Gate: upload, Times: 1})
 	first, _ := r.start("environmentSyncIn", op("first", []map[string]any{mapping(a, r.rpath("a.txt"), "file")}))
 	require.True(t, eventually(30*time.Second, func() bool {
 		return requestCount(r.env, "POST /toolbox/{sandboxId}/files/bulk-upload") == 1
 	}))
+	// Hold the release at the refresh it makes once the first sync is done.
+	const routeGet = "GET /api/sandbox/{idOrName}"
+	gets := requestCount(r.env, routeGet)
+	refresh := make(chan struct{})
+	r.env.Server.AddFault(emulator.Fault{Method: "GET", Path: `^/api/sandbox/` + r.l.id + `$`, Gate: refresh, Times: 1})
 	release := r.h.call("environmentReleaseLease", r.h.releaseParams(r.l, nil), "")
-	time.Sleep(100 * time.Millisecond)
-	late, _ := r.start("environmentSyncIn", op("late", []map[string]any{mapping(a, r.rpath("late.txt"), "file")}))
-	close(gate)
+	close(upload)
 	r.ok(first.wait())
+	require.True(t, eventually(30*time.Second, func() bool { return requestCount(r.env, routeGet) > gets }),
+		"the release reaches its refresh")
+	late, _ := r.start("environmentSyncIn", op("late", []map[string]any{mapping(a, r.rpath("late.txt"), "file")}))
+	close(refresh)
 	require.Nil(t, release.wait().Error)
 	assert.Equal(t, "Daytona sandbox lease "+r.l.id+" is no longer active.", r.failed(late.wait()))
+	assert.Equal(t, 1, requestCount(r.env, "POST /toolbox/{sandboxId}/files/bulk-upload"), "the late sync never reached the sandbox")
 	r.h.shutdown()
 }
 
