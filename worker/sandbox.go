@@ -200,12 +200,25 @@ var settlingStates = map[daytona.SandboxState]daytona.SandboxState{
 // recoverable error state is recovered, an unrecoverable one fails with the
 // plugin's message, anything else is started. Each lifecycle call is bounded
 // by the SDK timeout plus a margin. Unlike the plugin, a sandbox still
-// stopping or archiving is waited for instead of failing with a 409, and one
-// already starting is simply waited for.
+// stopping or archiving is waited for instead of failing with a 409, one
+// already starting is simply waited for, and one being snapshotted (a
+// template capture) is waited for until Daytona gives it back.
 func (s *leaseSandbox) ensureStarted(ctx context.Context, timeoutSecs int) error {
 	sbx := s.snapshot()
 	timeout := time.Duration(timeoutSecs) * time.Second
 	bound := timeout + startBoundMargin
+	if sbx.State == daytona.StateSnapshotting {
+		got, err := withBound(ctx, "sandbox.snapshotWait", bound, func(ctx context.Context) (*daytona.Sandbox, error) {
+			return s.client.WaitSnapshotDone(ctx, sbx.ID, timeout)
+		})
+		if got != nil {
+			s.h.update(got)
+		}
+		if err != nil {
+			return err
+		}
+		sbx = got
+	}
 	if sbx.State == daytona.StateStarted {
 		return nil
 	}

@@ -1,14 +1,26 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
 )
 
 // The expectations were taken from the plugin's sanitizeSnapshotName run
@@ -176,4 +188,86 @@ func TestIngressGenerationFollowsTheLifecycleRevision(t *testing.T) {
 	g.reset()
 	assert.NotEqual(t, random, g.generation(bare, newID), "forgotten at shutdown")
 	assert.Equal(t, second, g.generation(sbx, newID), "a known revision gives the same generation after a reset")
+}
+
+// snapshottingWatcher serves the emulator and counts the sandbox reads that
+// answered "snapshotting", and the start requests.
+type snapshottingWatcher struct {
+	env       *emulatortest.Env
+	reads     atomic.Int32
+	starts    atomic.Int32
+	readTwice chan struct{}
+	once      sync.Once
+}
+
+func (sw *snapshottingWatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/start") {
+		sw.starts.Add(1)
+	}
+	rec := httptest.NewRecorder()
+	sw.env.Server.ServeHTTP(rec, r)
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/sandbox/") && strings.Count(r.URL.Path, "/") == 3 &&
+		strings.Contains(rec.Body.String(), `"state":"snapshotting"`) && sw.reads.Add(1) == 2 {
+		sw.once.Do(func() { close(sw.readTwice) })
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// A host may poll a setup while its capture runs: the poll waits for
+// Daytona to give the sandbox back, instead of trying to start a sandbox
+// in the middle of a snapshot (a 409 the plugin's cached handle hides).
+func TestSetupPollWaitsOutASnapshot(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	sw := &snapshottingWatcher{env: env, readTwice: make(chan struct{})}
+	front := httptest.NewServer(sw)
+	t.Cleanup(front.Close)
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	base := fmt.Sprintf(`"driverKey":"daytona","companyId":"c","environmentId":"e","config":{"apiKey":%q,"apiUrl":%q,"timeoutMs":60000}`, env.APIKey, front.URL+"/api")
+	call := func(method, params string) (any, error) {
+		return w.Handle(context.Background(), &rpc.Request{Method: method, Params: json.RawMessage(`{` + base + params + `}`)})
+	}
+	res, err := call("environmentStartInteractiveSetup", `,"sessionId":"s"`)
+	require.NoError(t, err)
+	id := *res.(protocol.InteractiveSetupSession).ProviderLeaseID
+
+	release := make(chan struct{})
+	env.Server.AddSnapshotFault(emulator.SnapshotFault{Until: release})
+	client, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
+	require.NoError(t, err)
+	_, err = client.CreateSnapshotFromSandbox(t.Context(), id, "captured-meanwhile")
+	require.NoError(t, err)
+
+	type answer struct {
+		res any
+		err error
+	}
+	polled := make(chan answer, 1)
+	go func() {
+		res, err := call("environmentGetInteractiveSetup", `,"providerLeaseId":"`+id+`"`)
+		polled <- answer{res, err}
+	}()
+	select {
+	case <-sw.readTwice: // the poll saw the snapshot and is waiting on it
+	case a := <-polled:
+		t.Fatalf("the poll answered while the sandbox was snapshotting: %v, %v", a.res, a.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the poll never waited on the snapshot")
+	}
+	close(release)
+	a := <-polled
+	require.NoError(t, a.err)
+	got := a.res.(protocol.InteractiveSetupSession)
+	assert.Equal(t, protocol.SetupStatusWaitingForUser, got.Status)
+	assert.Equal(t, "started", *got.Metadata.(setupMetadata).SandboxState)
+	assert.Zero(t, sw.starts.Load(), "nothing asked Daytona to start a sandbox it was snapshotting")
+
+	_, err = call("environmentCancelInteractiveSetup", `,"providerLeaseId":"`+id+`"`)
+	require.NoError(t, err)
+	require.NoError(t, client.DeleteSnapshot(t.Context(), "captured-meanwhile"))
 }
