@@ -90,9 +90,10 @@
 // the real job handler lets it, or leaves the sandbox in error),
 // StopBehindClientsBack, SetError, SetMissingContainer
 // (MissingContainerReason), SetProcessEnv, AdvanceClock, Reap, Sandboxes,
-// Sandbox, Snapshots, LiveProcesses, Requests, IssuedSecrets (every SSH and
-// preview token handed out, so tests can prove none leaked), Journal (each
-// sandbox's commands and file transfers, in order: what a client asked for).
+// Sandbox, Snapshots, SSHAccess, LiveProcesses, Requests, IssuedSecrets
+// (every SSH and preview token handed out, so tests can prove none leaked),
+// Journal (each sandbox's commands and file transfers, in order: what a
+// client asked for).
 //
 // HTTP, same bearer key, JSON:
 //
