@@ -33,6 +33,10 @@ type fakeHost struct {
 	served chan error
 }
 
+// lineWait only tells a hung worker from a slow one: a 4 MiB line echoed
+// under -race while the whole suite runs on two busy cores took past 10 s.
+const lineWait = 60 * time.Second
+
 func startConn(t *testing.T, h Handler, opts Options) *fakeHost {
 	t.Helper()
 	inR, inW := io.Pipe()
@@ -80,7 +84,7 @@ func (f *fakeHost) recv() map[string]any {
 		var m map[string]any
 		require.NoError(f.t, json.Unmarshal([]byte(line), &m), "line: %s", line)
 		return m
-	case <-time.After(10 * time.Second):
+	case <-time.After(lineWait):
 		f.t.Fatal("no line from the worker")
 		return nil
 	}
@@ -91,7 +95,7 @@ func (f *fakeHost) recvRaw() string {
 	select {
 	case line := <-f.lines:
 		return line
-	case <-time.After(10 * time.Second):
+	case <-time.After(lineWait):
 		f.t.Fatal("no line from the worker")
 		return ""
 	}
