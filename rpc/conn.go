@@ -40,6 +40,16 @@ type Handler interface {
 	Handle(ctx context.Context, req *Request) (any, error)
 }
 
+// Serializer is implemented by a Handler some of whose requests must be
+// handled in the order they arrived (the writes to one terminal, say):
+// requests for which SerialKey returns the same non-empty key run one at a
+// time, in arrival order, each after the previous one has been answered.
+// SerialKey is called on the read goroutine, once per request; keep it quick.
+// Requests with an empty key run concurrently, as usual.
+type Serializer interface {
+	SerialKey(req *Request) string
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, req *Request) (any, error)
 
@@ -107,7 +117,8 @@ type Conn struct {
 
 	mu       sync.Mutex
 	closing  bool
-	stopped  chan struct{} // closed once the shutdown reply is written
+	serial   map[string][]*Request // per serial key: requests waiting behind the one running
+	stopped  chan struct{}         // closed once the shutdown reply is written
 	stopOnce sync.Once
 }
 
@@ -115,7 +126,7 @@ type Conn struct {
 // an io.Closer it is closed when serving ends.
 func New(in io.Reader, out io.Writer, opts Options) *Conn {
 	opts.setDefaults()
-	c := &Conn{opts: opts, log: opts.Logger, stopped: make(chan struct{})}
+	c := &Conn{opts: opts, log: opts.Logger, stopped: make(chan struct{}), serial: map[string][]*Request{}}
 	var tapOut func([]byte)
 	if opts.Tap != nil {
 		tapOut = func(line []byte) { opts.Tap(FromWorker, line) }
@@ -186,6 +197,15 @@ func (c *Conn) dispatch(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request
 	}
 	// Add under mu: once closing is set no handler may join the group.
 	c.inflight.Add(1)
+	if key := c.serialKey(req); key != "" {
+		queue, running := c.serial[key]
+		c.serial[key] = append(queue, req)
+		c.mu.Unlock()
+		if !running {
+			go c.serveSerial(key)
+		}
+		return
+	}
 	c.mu.Unlock()
 	go func() {
 		defer c.inflight.Done()
@@ -193,15 +213,47 @@ func (c *Conn) dispatch(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request
 	}()
 }
 
+func (c *Conn) serialKey(req *Request) string {
+	if s, ok := c.handler.(Serializer); ok {
+		return s.SerialKey(req)
+	}
+	return ""
+}
+
+// serveSerial serves the requests queued under key one after another, and
+// ends when the queue is empty (a later request starts a new one).
+func (c *Conn) serveSerial(key string) {
+	for {
+		c.mu.Lock()
+		queue := c.serial[key]
+		if len(queue) == 0 {
+			delete(c.serial, key)
+			c.mu.Unlock()
+			return
+		}
+		req := queue[0]
+		queue[0] = nil
+		c.serial[key] = queue[1:]
+		c.mu.Unlock()
+		c.serveOne(req)
+		c.inflight.Done()
+	}
+}
+
 func (c *Conn) serveOne(req *Request) {
-	ctx := WithInvocation(c.base, req.Invocation)
+	hooks := &replyHooks{}
+	ctx := context.WithValue(WithInvocation(c.base, req.Invocation), replyHooksKey{}, hooks)
 	start := time.Now()
 	result, err := c.invoke(ctx, req)
+	written := false
 	if err != nil {
 		c.replyError(req, err)
 	} else if werr := c.out.response(req.ID, result); werr != nil {
 		c.log.Error().Err(werr).Str("method", req.Method).Msg("cannot write reply")
+	} else {
+		written = true
 	}
+	hooks.run(written)
 	ev := c.log.Debug().Str("method", req.Method).RawJSON("id", req.ID).Dur("took", time.Since(start))
 	if req.Invocation != nil {
 		ev = ev.Str("invocation", req.Invocation.ID)

@@ -414,3 +414,97 @@ func TestConcurrentWritesNeverInterleave(t *testing.T) {
 		require.True(t, json.Valid([]byte(line)), "line %d is not one JSON value", i)
 	}
 }
+
+// serialHandler records the order requests with a "key" param run in, and
+// lets "block" requests wait until released.
+type serialHandler struct {
+	mu      sync.Mutex
+	order   []string
+	release chan struct{}
+}
+
+func (h *serialHandler) SerialKey(req *Request) string {
+	var p struct{ Key string }
+	_ = json.Unmarshal(req.Params, &p)
+	return p.Key
+}
+
+func (h *serialHandler) Handle(ctx context.Context, req *Request) (any, error) {
+	var p struct{ Key, Name string }
+	_ = json.Unmarshal(req.Params, &p)
+	if req.Method == "block" {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	h.mu.Lock()
+	h.order = append(h.order, p.Name)
+	h.mu.Unlock()
+	return p.Name, nil
+}
+
+func TestRequestsWithOneSerialKeyRunInArrivalOrder(t *testing.T) {
+	t.Parallel()
+	h := &serialHandler{release: make(chan struct{})}
+	f := startConn(t, h, Options{})
+	// The first request of key a blocks; the rest of a must wait behind it,
+	// in order, while key b and unkeyed requests go ahead.
+	f.send(`{"jsonrpc":"2.0","id":1,"method":"block","params":{"key":"a","name":"a1"}}`)
+	var b strings.Builder
+	for i := 2; i <= 50; i++ {
+		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"run","params":{"key":"a","name":"a%d"}}`+"\n", i, i)
+	}
+	b.WriteString(`{"jsonrpc":"2.0","id":"b","method":"run","params":{"key":"b","name":"b1"}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":"u","method":"run","params":{"name":"u1"}}` + "\n")
+	_, err := io.WriteString(f.toConn, b.String())
+	require.NoError(t, err)
+	got := map[string]bool{}
+	for len(got) < 2 {
+		got[fmt.Sprint(f.recv()["id"])] = true
+	}
+	assert.Equal(t, map[string]bool{"b": true, "u": true}, got, "other keys do not wait")
+	close(h.release)
+	for i := 1; i <= 50; i++ {
+		assert.EqualValues(t, i, f.recv()["id"], "replies of one key come in request order")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var a []string
+	for _, name := range h.order {
+		if strings.HasPrefix(name, "a") {
+			a = append(a, name)
+		}
+	}
+	require.Len(t, a, 50)
+	for i, name := range a {
+		assert.Equal(t, fmt.Sprintf("a%d", i+1), name)
+	}
+}
+
+func TestAfterReplyRunsOnceTheReplyIsWritten(t *testing.T) {
+	t.Parallel()
+	var conn *Conn
+	h := HandlerFunc(func(ctx context.Context, req *Request) (any, error) {
+		ok := AfterReply(ctx, func(written bool) {
+			_ = conn.Notify(context.Background(), "after", map[string]any{"written": written, "method": req.Method})
+		})
+		if !ok {
+			return nil, errors.New("no hook")
+		}
+		if req.Method == "fail" {
+			return nil, errors.New("boom")
+		}
+		return "done", nil
+	})
+	f := startConn(t, h, Options{})
+	conn = f.conn
+	f.send(`{"jsonrpc":"2.0","id":1,"method":"ok"}`)
+	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"result":"done"}`, f.recvRaw())
+	assert.Equal(t, `{"jsonrpc":"2.0","method":"after","params":{"method":"ok","written":true}}`, f.recvRaw())
+	f.send(`{"jsonrpc":"2.0","id":2,"method":"fail"}`)
+	assert.Equal(t, `{"jsonrpc":"2.0","id":2,"error":{"code":-32002,"message":"boom"}}`, f.recvRaw())
+	assert.Equal(t, `{"jsonrpc":"2.0","method":"after","params":{"method":"fail","written":false}}`, f.recvRaw())
+	assert.False(t, AfterReply(context.Background(), func(bool) {}), "no hook outside a request")
+}

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"sync"
 
 	"github.com/paperclipai/daytona-worker/protocol"
 )
@@ -21,4 +22,44 @@ func WithInvocation(ctx context.Context, inv *protocol.Invocation) context.Conte
 func InvocationFrom(ctx context.Context) *protocol.Invocation {
 	inv, _ := ctx.Value(invocationKey{}).(*protocol.Invocation)
 	return inv
+}
+
+type replyHooksKey struct{}
+
+// replyHooks are the functions a handler asked to run after its reply.
+type replyHooks struct {
+	mu   sync.Mutex
+	fns  []func(bool)
+	done bool
+}
+
+// AfterReply arranges for fn to run once the reply to the request being
+// served with ctx has gone out: fn(true) after a success result was written
+// to the host, fn(false) when the handler failed or the reply could not be
+// written. Handlers use it for work that must follow their reply on the wire
+// (the first notifications of a terminal whose id the reply carries). It
+// returns false, and never calls fn, when ctx serves no request of a Conn,
+// or when the reply has already gone out.
+func AfterReply(ctx context.Context, fn func(written bool)) bool {
+	h, _ := ctx.Value(replyHooksKey{}).(*replyHooks)
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return false
+	}
+	h.fns = append(h.fns, fn)
+	return true
+}
+
+func (h *replyHooks) run(written bool) {
+	h.mu.Lock()
+	fns := h.fns
+	h.fns, h.done = nil, true
+	h.mu.Unlock()
+	for _, fn := range fns {
+		fn(written)
+	}
 }
