@@ -22,8 +22,10 @@ import (
 // connection adds one to three round trips to every command, most of a
 // short command's latency against a remote Daytona.
 //
-// Pass it to FollowSessionCommandLogs in FollowOptions.Prepared and Close it
-// when done; a nil *PreparedStream is valid and means "dial as usual".
+// Pass it to FollowSessionCommandLogs in FollowOptions.Prepared (or to
+// ConnectPty in PtyConnectOptions.Prepared, opened while the PTY is created)
+// and Close it when done; a nil *PreparedStream is valid and means "dial as
+// usual".
 type PreparedStream struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the dial has ended
@@ -33,8 +35,8 @@ type PreparedStream struct {
 	taken bool
 }
 
-// PrepareLogStream starts opening a connection for the next log stream of
-// this toolbox. It returns nil when the connection cannot be prepared here
+// PrepareLogStream starts opening a connection for the next log stream (or
+// PTY connection) of this toolbox. It returns nil when the connection cannot be prepared here
 // (a client whose transport is not an *http.Transport): the stream then
 // dials as usual, as it does when the preparation fails or a proxy stands
 // between us and the toolbox host. ctx bounds the dial; Close the result to

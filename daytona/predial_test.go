@@ -284,3 +284,68 @@ func TestStalePreparedConnectionFallsBackAtOnce(t *testing.T) {
 		t.Errorf("backed off %v before dialing as usual", sleeps)
 	}
 }
+
+func TestPreparedStreamCarriesThePtyHandshake(t *testing.T) {
+	t.Parallel()
+	watch := newConnWatch()
+	addrs := &remoteAddrs{}
+	mux := http.NewServeMux()
+	// The create waits (bounded) for a second connection: only one prepared
+	// while the PTY is being created can open in that time.
+	mux.HandleFunc("POST /toolbox/sb/process/pty", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-watch.second:
+		case <-time.After(10 * time.Second):
+			t.Error("no connection was opened while the PTY was being created")
+		}
+		addrs.mu.Lock()
+		addrs.exec = r.RemoteAddr
+		addrs.mu.Unlock()
+		writeJSON(w, http.StatusCreated, map[string]string{"sessionId": "p1"})
+	})
+	mux.HandleFunc("GET /toolbox/sb/process/pty/p1/connect", func(w http.ResponseWriter, r *http.Request) {
+		addrs.mu.Lock()
+		addrs.logs = r.RemoteAddr
+		addrs.mu.Unlock()
+		ptyServer(t, connectedThenEcho)(w, r)
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ConnState = watch.track
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c, err := New(Config{APIKey: testKey, APIURL: srv.URL + "/api", HTTPClient: NewHTTPClient()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := c.ToolboxFor("sb", srv.URL+"/toolbox")
+	ctx := t.Context()
+	prepared := tb.PrepareLogStream(ctx)
+	defer prepared.Close()
+	if _, err := tb.CreatePty(ctx, PtyCreateRequest{ID: "p1", Cols: 120, Rows: 30, LazyStart: true}); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	h, err := tb.ConnectPty(ctx, "p1", PtyConnectOptions{Output: &out, Prepared: prepared})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.SendInput(ctx, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SendInput(ctx, []byte("exit 0\n")); err != nil {
+		t.Fatal(err)
+	}
+	if exit, err := h.Wait(ctx); err != nil || exit.ExitCode == nil || *exit.ExitCode != 0 {
+		t.Fatalf("Wait = %+v, %v", exit, err)
+	}
+	if out.String() != "echo:hi" {
+		t.Errorf("output = %q", out.String())
+	}
+	if exec, pty := addrs.get(); pty == exec {
+		t.Errorf("the PTY connection used the create's connection %s", exec)
+	}
+	if n := watch.opened.Load(); n != 2 {
+		t.Errorf("%d connections opened, want 2 (create and prepared)", n)
+	}
+}

@@ -138,6 +138,10 @@ type PtyConnectOptions struct {
 	// ConnectTimeout bounds the wait for the "connected" control message;
 	// DefaultPtyConnectTimeout when zero.
 	ConnectTimeout time.Duration
+	// Prepared, from PrepareLogStream, carries the connection's handshake
+	// when it is ready (opened while the PTY was being created); it stays
+	// the caller's to Close.
+	Prepared *PreparedStream
 }
 
 // PtyExit is how a PTY connection ended with a close frame (or an "exited"
@@ -205,7 +209,7 @@ func (t *Toolbox) ConnectPty(ctx context.Context, sessionID string, opts PtyConn
 	if err != nil {
 		return nil, err
 	}
-	conn, err := t.c.dialWS(ctx, u, []string{ptyExitControl}, nil)
+	conn, err := t.c.dialWS(ctx, u, []string{ptyExitControl}, opts.Prepared.take(ctx))
 	if err != nil {
 		return nil, err
 	}
