@@ -56,7 +56,7 @@ func ValidateLogin(commandKey, sessionHome string) error {
 	return nil
 }
 
-// posixQuote makes s one single-quoted POSIX shell word ('\'' for a quote).
+// posixQuote makes s one single-quoted POSIX shell word ('\” for a quote).
 func posixQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -471,8 +471,8 @@ func TestSlowHostStopsTheReaderInsteadOfBuffering(t *testing.T) {
 		t.Fatal(err)
 	}
 	op.Start(true)
-	<-rec.holding     // the first delivery waits for the host
-	<-op.s.out.full   // and the terminal's reader waits for room
+	<-rec.holding   // the first delivery waits for the host
+	<-op.s.out.full // and the terminal's reader waits for room
 	if n := op.s.out.buffered(); n > limit+32<<10 {
 		t.Errorf("%d bytes queued, over the bound", n)
 	}
