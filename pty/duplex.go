@@ -196,7 +196,11 @@ func (m *Manager) DuplexClose(hostRouteID string) string {
 	m.mu.Lock()
 	s := m.duplexes[hostRouteID]
 	if s == nil {
-		sid, _ := m.closedDuplex.get(hostRouteID)
+		sid, known := m.closedDuplex.get(hostRouteID)
+		if !known {
+			// Closed before its open was handled: the open must not go live.
+			m.closedDuplex.put(hostRouteID, "")
+		}
 		m.mu.Unlock()
 		return sid
 	}

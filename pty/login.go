@@ -56,7 +56,8 @@ func ValidateLogin(commandKey, sessionHome string) error {
 	return nil
 }
 
-// posixQuote makes s one single-quoted POSIX shell word ('\” for a quote).
+// posixQuote makes s one single-quoted POSIX shell word; a quote inside
+// closes the word, is escaped with a backslash, and reopens it.
 func posixQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
@@ -143,6 +144,9 @@ func (m *Manager) LoginClose(hostRouteID string) {
 	s := m.logins[hostRouteID]
 	if s != nil {
 		m.forgetLocked(s)
+	} else if _, known := m.closedRoutes.get(hostRouteID); !known {
+		// Closed before its open was handled: the open must not go live.
+		m.closedRoutes.put(hostRouteID, "")
 	}
 	m.mu.Unlock()
 	if s != nil {

@@ -92,8 +92,9 @@ type Manager struct {
 	logins       map[string]*session // host route id → live login session
 	loginIDs     map[string]*session // session id → live login session
 	duplexes     map[string]*session // host route id → live duplex channel
-	closedLogins *memory             // closed login session ids
-	closedDuplex *memory             // closed duplex route id → its session id
+	closedLogins *memory             // closed login session ids → their route ids
+	closedRoutes *memory             // closed login route ids
+	closedDuplex *memory             // closed duplex route id → its session id ("" if none bound)
 }
 
 // New returns a Manager.
@@ -112,7 +113,7 @@ func New(opts Options) *Manager {
 		sink: opts.Sink, newID: opts.NewID, log: opts.Logger, outboxBytes: opts.OutboxBytes,
 		base: base, cancel: cancel,
 		logins: map[string]*session{}, loginIDs: map[string]*session{}, duplexes: map[string]*session{},
-		closedLogins: newMemory(opts.Remember), closedDuplex: newMemory(opts.Remember),
+		closedLogins: newMemory(opts.Remember), closedRoutes: newMemory(opts.Remember), closedDuplex: newMemory(opts.Remember),
 	}
 }
 
@@ -162,18 +163,23 @@ func (m *Manager) register(login bool, hostRouteID, lease string) (*session, err
 	if m.shut {
 		return nil, ErrShutDown
 	}
+	// A route is opened once. A route already closed may be one the host
+	// gave up on while its open was on the way (requests run concurrently,
+	// so the close can be handled first): opening it now would emit for a
+	// route the host no longer knows.
 	if login {
-		if m.logins[hostRouteID] != nil {
-			return nil, fmt.Errorf("%s: route %q is already open", s.kind(), hostRouteID)
+		_, closed := m.closedRoutes.get(hostRouteID)
+		if m.logins[hostRouteID] != nil || closed {
+			return nil, fmt.Errorf("%s: route %q was already opened or closed", s.kind(), hostRouteID)
 		}
 		m.logins[hostRouteID] = s
 		m.loginIDs[s.route.SessionID] = s
 	} else {
 		_, closed := m.closedDuplex.get(hostRouteID)
 		if m.duplexes[hostRouteID] != nil || closed {
-			// A route's pair is bound once; reusing a route id would let a
-			// late frame of the old channel land on the new one.
-			return nil, fmt.Errorf("%s: route %q was already opened", s.kind(), hostRouteID)
+			// Besides, a route's pair is bound once; reusing a route id would
+			// let a late frame of the old channel land on the new one.
+			return nil, fmt.Errorf("%s: route %q was already opened or closed", s.kind(), hostRouteID)
 		}
 		m.duplexes[hostRouteID] = s
 	}
@@ -192,6 +198,7 @@ func (m *Manager) forgetLocked(s *session) {
 			delete(m.loginIDs, s.route.SessionID)
 		}
 		m.closedLogins.put(s.route.SessionID, s.route.HostRouteID)
+		m.closedRoutes.put(s.route.HostRouteID, s.route.SessionID)
 		return
 	}
 	if m.duplexes[s.route.HostRouteID] == s {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -131,8 +132,8 @@ exit 0
 	}
 	// An existing home is fine: a second login with the same home opens.
 	home := sessionHome(t)
-	for range 2 {
-		op, err := m.OpenLogin(t.Context(), sb.tb, LoginRequest{HostRouteID: "again-" + home, ProviderLeaseID: sb.sb.ID, CommandKey: "codex", SessionHome: home})
+	for i := range 2 {
+		op, err := m.OpenLogin(t.Context(), sb.tb, LoginRequest{HostRouteID: fmt.Sprintf("again-%d", i), ProviderLeaseID: sb.sb.ID, CommandKey: "codex", SessionHome: home})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -471,8 +472,15 @@ func TestSlowHostStopsTheReaderInsteadOfBuffering(t *testing.T) {
 		t.Fatal(err)
 	}
 	op.Start(true)
-	<-rec.holding   // the first delivery waits for the host
-	<-op.s.out.full // and the terminal's reader waits for room
+	<-rec.holding // the first delivery waits for the host
+	// Then the terminal's reader waits for room, unless the daemon gave up
+	// on it first (its queue for a client is bounded too).
+	select {
+	case <-op.s.out.full:
+	case <-op.s.term.done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the reader neither filled the outbox nor ended")
+	}
 	if n := op.s.out.buffered(); n > limit+32<<10 {
 		t.Errorf("%d bytes queued, over the bound", n)
 	}
@@ -514,5 +522,27 @@ func TestCloseEndsEverythingSilently(t *testing.T) {
 	}
 	if _, err := m.OpenDuplex(t.Context(), sb.tb, DuplexRequest{HostRouteID: "duplex-route-3", Command: []string{"cat"}}); !errors.Is(err, ErrShutDown) {
 		t.Errorf("open after Close: %v", err)
+	}
+}
+
+func TestACloseBeforeItsOpenRefusesTheOpen(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(t)
+	rec := newRecorder()
+	m := newManager(t, rec, Options{})
+	// Requests run concurrently: the host's close of a route it gave up on
+	// can be handled before the open it sent earlier.
+	if sid := m.DuplexClose("duplex-route-1"); sid != "" {
+		t.Errorf("close of an unknown route = %q", sid)
+	}
+	if _, err := m.OpenDuplex(t.Context(), sb.tb, DuplexRequest{HostRouteID: "duplex-route-1", ProviderLeaseID: sb.sb.ID, Command: []string{"cat"}}); err == nil {
+		t.Error("an open after its route's close succeeded")
+	}
+	m.LoginClose("login-1")
+	if _, err := m.OpenLogin(t.Context(), sb.tb, LoginRequest{HostRouteID: "login-1", ProviderLeaseID: sb.sb.ID, CommandKey: "claude", SessionHome: sessionHome(t)}); err == nil {
+		t.Error("a login open after its route's close succeeded")
+	}
+	if n := sb.env.Server.Requests()["POST /toolbox/{sandboxId}/process/pty"]; n != 0 {
+		t.Errorf("%d PTYs created for refused opens", n)
 	}
 }

@@ -31,18 +31,22 @@ type terminal struct {
 func openTerminal(ctx context.Context, tb *daytona.Toolbox, id string, out io.Writer) (*terminal, error) {
 	prepared := tb.PrepareLogStream(ctx)
 	defer prepared.Close()
+	t := &terminal{tb: tb, id: id}
 	if _, err := tb.CreatePty(ctx, daytona.PtyCreateRequest{ID: id, Cols: Cols, Rows: Rows, LazyStart: true}); err != nil {
+		// A create cut short may still have been carried out: the id is
+		// ours alone, so removing it is always safe.
+		_ = t.kill(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	h, err := tb.ConnectPty(ctx, id, daytona.PtyConnectOptions{Output: out, Prepared: prepared})
 	if err != nil {
 		// The session exists but never started (or started without us):
 		// remove it rather than leave it to the sandbox.
-		t := &terminal{tb: tb, id: id}
 		_ = t.kill(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return &terminal{tb: tb, id: id, h: h}, nil
+	t.h = h
+	return t, nil
 }
 
 // send writes input in order, in messages under the socket's frame cap.

@@ -21,6 +21,9 @@ type leases struct {
 }
 
 type leaseEntry struct {
+	// sc is the scope the entry is keyed by, once a call has named it
+	// (login PTY and duplex opens find a lease by its provider lease id).
+	sc       *scope
 	handle   *handle
 	teardown *gate
 	activity *gate
@@ -48,6 +51,7 @@ func (l *leases) entryLocked(key string) *leaseEntry {
 }
 
 // forgetIfIdleLocked drops an entry that holds nothing. l.mu must be held.
+// An entry's scope alone does not keep it.
 func (l *leases) forgetIfIdleLocked(key string, e *leaseEntry) {
 	if e.handle == nil && e.teardown == nil && e.activity == nil && !e.closed &&
 		e.sessionID == "" && e.sessionFlight == nil {
@@ -189,13 +193,14 @@ func (l *leases) open(key string) {
 	e.closed = false
 }
 
-func (l *leases) close(key string) {
+func (l *leases) close(sc scope) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	l.pruneTombstonesLocked(now)
-	e := l.entryLocked(key)
+	e := l.entryLocked(sc.key())
 	e.closed, e.closedAt = true, now
+	e.sc = &sc
 }
 
 func (l *leases) isClosed(key string) bool {
@@ -263,6 +268,7 @@ func (l *leases) getHandle(ctx context.Context, sc scope, fetch func(ctx context
 	}
 	h = &handle{ready: make(chan struct{}), verifiedAt: l.now()}
 	e.handle = h
+	e.sc = &sc
 	l.mu.Unlock()
 
 	sbx, err := fetch(ctx)
@@ -289,7 +295,8 @@ func (l *leases) seedHandle(sc scope, sbx *daytona.Sandbox) error {
 	close(h.ready)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.entryLocked(sc.key()).handle = h
+	e := l.entryLocked(sc.key())
+	e.handle, e.sc = h, &sc
 	return nil
 }
 
@@ -345,31 +352,53 @@ func (l *leases) stale(h *handle, autoStopMinutes float64) bool {
 	return l.now().Sub(h.verifiedAt) >= threshold
 }
 
-// findByProviderLeaseID returns any cached sandbox with that id (login PTY
-// and duplex opens carry only the provider lease id).
-func (l *leases) findByProviderLeaseID(id string) *handle {
+// knownLease is a lease found by its provider lease id.
+type knownLease struct {
+	sc     scope
+	h      *handle // nil when no sandbox is cached for it
+	closed bool    // its admission is closed (released, stopped, destroyed)
+}
+
+// findByProviderLeaseID returns what the worker knows of a lease from its
+// provider lease id, company and environment (login PTY and duplex opens
+// carry nothing else): a cached sandbox when there is one, else the lease's
+// admission tombstone; ok is false when the worker knows neither.
+func (l *leases) findByProviderLeaseID(id, companyID, environmentID string) (found knownLease, ok bool) {
 	if id == "" {
-		return nil
+		return knownLease{}, false
+	}
+	type candidate struct {
+		sc     scope
+		h      *handle
+		closed bool
 	}
 	l.mu.Lock()
-	var candidates []*handle
+	var candidates []candidate
 	for _, e := range l.entries {
-		if e.handle != nil {
-			candidates = append(candidates, e.handle)
+		if e.sc != nil && e.sc.providerLeaseID == id && e.sc.companyID == companyID && e.sc.environmentID == environmentID {
+			candidates = append(candidates, candidate{*e.sc, e.handle, e.closed})
 		}
 	}
 	l.mu.Unlock()
-	for _, h := range candidates {
+	for _, c := range candidates {
+		if c.closed {
+			return knownLease{sc: c.sc, closed: true}, true
+		}
+	}
+	for _, c := range candidates {
+		if c.h == nil {
+			continue
+		}
 		select {
-		case <-h.ready:
+		case <-c.h.ready:
 		default:
 			continue // still fetching; cannot vouch for it yet
 		}
-		if h.err == nil && h.snapshot().ID == id {
-			return h
+		if c.h.err == nil && c.h.snapshot().ID == id {
+			return knownLease{sc: c.sc, h: c.h}, true
 		}
 	}
-	return nil
+	return knownLease{}, false
 }
 
 // ---- persistent session ids ----

@@ -114,8 +114,24 @@ func TestHandleCacheSingleFlightAndEviction(t *testing.T) {
 	l.markFresh(sc.key())
 	assert.False(t, l.stale(h, 15))
 	assert.False(t, l.stale(h, 0), "auto-stop disabled: never stale")
-	assert.Same(t, h, l.findByProviderLeaseID("sbx-1"))
-	assert.Nil(t, l.findByProviderLeaseID("nope"))
+	found, ok := l.findByProviderLeaseID("sbx-1", "c", "e")
+	require.True(t, ok)
+	assert.Same(t, h, found.h)
+	assert.Equal(t, sc.key(), found.sc.key())
+	assert.False(t, found.closed)
+	_, ok = l.findByProviderLeaseID("nope", "c", "e")
+	assert.False(t, ok)
+	_, ok = l.findByProviderLeaseID("sbx-1", "another company", "e")
+	assert.False(t, ok, "a lease is only found for its own company and environment")
+	_, ok = l.findByProviderLeaseID("sbx-1", "c", "another environment")
+	assert.False(t, ok)
+	// A closed lease is found as closed, even with its handle evicted.
+	l.close(sc)
+	l.evictHandle(sc.key(), nil)
+	found, ok = l.findByProviderLeaseID("sbx-1", "c", "e")
+	require.True(t, ok)
+	assert.True(t, found.closed)
+	assert.Nil(t, found.h)
 }
 
 func TestTeardownGateHoldsNewActivityAndClosedLeasesRefuseIt(t *testing.T) {
@@ -139,7 +155,7 @@ func TestTeardownGateHoldsNewActivityAndClosedLeasesRefuseIt(t *testing.T) {
 	l.endTeardown(key)
 	<-ran
 
-	l.close(key)
+	l.close(sc)
 	_, err := l.withActivity(context.Background(), sc, false, func() (any, error) { return nil, nil })
 	assert.EqualError(t, err, "Daytona sandbox lease sbx is no longer active.")
 	_, err = l.withActivity(context.Background(), sc, true, func() (any, error) { return nil, nil })
@@ -229,9 +245,9 @@ func TestTombstonesArePrunedAfterADay(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{now: time.Unix(0, 0)}
 	l := newLeases(clock.Now)
-	l.close(testScope("old").key())
+	l.close(testScope("old"))
 	clock.advance(25 * time.Hour)
-	l.close(testScope("new").key())
+	l.close(testScope("new"))
 	assert.False(t, l.isClosed(testScope("old").key()))
 	assert.True(t, l.isClosed(testScope("new").key()))
 	l.mu.Lock()

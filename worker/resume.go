@@ -83,9 +83,10 @@ func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, err
 		}
 		resumedFrom := s.state()
 		if resumedFrom != daytona.StateStarted {
-			// A stopped sandbox lost its session shell (and its terminals;
-			// duplex channels are not built yet, so none can be open).
+			// A stopped sandbox lost its session shell and its terminals:
+			// close what the worker still holds of them before the restart.
 			w.leases.takeSessionID(key)
+			w.closeLeaseTerminals(ctx, s.id())
 		}
 		secs := timeoutSeconds(cfg.TimeoutMs)
 		if err := s.ensureStarted(ctx, secs); err != nil {

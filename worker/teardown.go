@@ -36,7 +36,7 @@ type teardown struct {
 func (w *Worker) beginTeardown(sc scope) *teardown {
 	key := sc.key()
 	w.leases.beginTeardown(key)
-	w.leases.close(key)
+	w.leases.close(sc)
 	return &teardown{w: w, sc: sc, key: key}
 }
 
@@ -59,7 +59,10 @@ func (w *Worker) openTeardown(ctx context.Context, p protocol.ReleaseLeaseParams
 	return t, s, nil
 }
 
+// end finishes the teardown. Whatever path it took (the sandbox may even
+// be gone already), no login PTY or duplex channel of the lease outlives it.
 func (t *teardown) end() {
+	t.w.closeLeaseTerminals(context.Background(), t.sc.providerLeaseID)
 	t.w.leases.endTeardown(t.key)
 	t.w.leases.evictHandle(t.key, nil)
 }
@@ -111,6 +114,7 @@ func (w *Worker) releaseLease(ctx context.Context, raw json.RawMessage) (any, er
 			}
 		}
 		w.leases.takeSessionID(t.key)
+		w.closeLeaseTerminals(ctx, id)
 		return receipt(id, protocol.LeaseStateStopped), nil
 	}
 
@@ -200,6 +204,7 @@ func (w *Worker) stopRetained(ctx context.Context, p protocol.ReleaseLeaseParams
 		t.drain(ctx, s)
 	}
 	w.leases.takeSessionID(t.key)
+	w.closeLeaseTerminals(ctx, id)
 	switch s.state() {
 	case daytona.StateStopped, daytona.StateArchived:
 	default:
@@ -211,7 +216,8 @@ func (w *Worker) stopRetained(ctx context.Context, p protocol.ReleaseLeaseParams
 }
 
 // drain is the plugin's drainSandboxBeforeTermination: wait for activity on
-// the lease and delete its session, each step bounded and independent.
+// the lease, delete its session and close its terminals (login PTYs and
+// duplex channels), each step bounded and independent.
 func (t *teardown) drain(ctx context.Context, s *leaseSandbox) {
 	bound := time.Duration(math.Max(1, math.Min(orDefaultMs(t.sc.config.LivenessTimeoutMs, 10_000), 10_000))) * time.Millisecond
 	steps := []struct {
@@ -220,6 +226,10 @@ func (t *teardown) drain(ctx context.Context, s *leaseSandbox) {
 	}{
 		{"sandbox.activityDrain", func(ctx context.Context) error { return t.w.leases.waitForIdle(ctx, t.key) }},
 		{"sandbox.sessionTeardown", func(ctx context.Context) error { return t.w.teardownSession(ctx, s) }},
+		{"sandbox.channelTeardown", func(ctx context.Context) error {
+			t.w.ptys.CloseLease(ctx, t.sc.providerLeaseID)
+			return nil
+		}},
 	}
 	for _, step := range steps {
 		sctx, cancel := context.WithTimeout(ctx, bound)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/pty"
 	"github.com/paperclipai/daytona-worker/rpc"
 )
 
@@ -57,6 +58,7 @@ type Worker struct {
 	reapers *reapers           // cleanups of captures that gave up before Daytona finished
 	ingress ingressGenerations // runner ingress generation per sandbox
 	syncs   syncStates
+	ptys    *pty.Manager // login PTYs and duplex channels
 
 	methods map[string]methodFunc // built once in New; read-only after
 
@@ -91,6 +93,7 @@ func New(host Host, opts Options) *Worker {
 		leases:  newLeases(opts.Now),
 		reapers: newReapers(),
 	}
+	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger})
 	w.methods = w.driverMethods()
 	return w
 }
@@ -158,12 +161,17 @@ func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 // Close ends everything the worker holds open (terminals, channels, caches).
 // It is the shutdown hook and is also called when the host goes away.
 func (w *Worker) Close(ctx context.Context) error {
-	// Login PTYs and duplex channels are not built yet, so none is open; the
-	// handle cache is dropped so a lingering handler cannot reuse it.
+	// Terminals first: their sockets are the last thing tying the worker to
+	// a sandbox. The handle cache is dropped so a lingering handler cannot
+	// reuse it.
+	err := w.ptys.Close(ctx)
 	w.leases.dropHandles()
 	w.ingress.reset()
 	w.reapers.close(ctx)
 	w.waitSpans(ctx)
+	if err != nil {
+		w.log.Warn().Err(err).Msg("terminals still closing at shutdown")
+	}
 	return nil
 }
 
@@ -191,6 +199,14 @@ func (w *Worker) driverMethods() map[string]methodFunc {
 		protocol.MethodEnvironmentDeleteTemplate:         w.deleteTemplate,
 		protocol.MethodEnvironmentSyncIn:                 w.syncIn,
 		protocol.MethodEnvironmentSyncOut:                w.syncOut,
+		protocol.MethodLoginPtyOpen:                      w.loginPtyOpen,
+		protocol.MethodLoginPtyInput:                     w.loginPtyInput,
+		protocol.MethodLoginPtyStop:                      w.loginPtyStop,
+		protocol.MethodLoginPtyClose:                     w.loginPtyClose,
+		protocol.MethodDuplexChannelOpen:                 w.duplexChannelOpen,
+		protocol.MethodDuplexChannelWrite:                w.duplexChannelWrite,
+		protocol.MethodDuplexChannelStop:                 w.duplexChannelStop,
+		protocol.MethodDuplexChannelClose:                w.duplexChannelClose,
 	}
 }
 

@@ -373,7 +373,9 @@ type host struct {
 	writeMu     sync.Mutex
 	nextID      atomic.Int64
 	hashResults bool
-	spans       []hostSpan // span.record calls, in arrival order
+	onReply     map[string]func(reply) // run under mu as the reply is read (a route binding)
+	terms       *terminalRoutes        // login PTY and duplex routes, as the host keeps them
+	spans       []hostSpan             // span.record calls, in arrival order
 }
 
 // hostSpan is one span.record call the worker made.
@@ -441,6 +443,7 @@ func newHost(t testing.TB, stdin io.WriteCloser, stdout io.Reader, wait func() (
 		t: t, stdin: stdin, stdout: stdout, wait: wait, pid: pid, waiting: map[string]chan reply{},
 		invocations: map[string]*invocationLog{}, byRequest: map[string]string{}, repliedAt: map[string]time.Time{},
 		readDone: make(chan struct{}), hashResults: opts.hashResults,
+		onReply: map[string]func(reply){}, terms: newTerminalRoutes(),
 	}
 	go h.read()
 	res := h.call("initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{},
@@ -496,6 +499,10 @@ func (h *host) dispatch(v any) {
 		if e, ok := m["error"].(map[string]any); ok {
 			r.Error = e
 		}
+		if fn := h.onReply[id]; fn != nil {
+			delete(h.onReply, id)
+			fn(r)
+		}
 		ch <- r
 		return
 	}
@@ -510,6 +517,12 @@ func (h *host) dispatch(v any) {
 			line, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": nil})
 			go h.writeLine(append(line, '\n'))
 		}
+	case "loginPty.output", "loginPty.exit", "duplexChannel.data", "duplexChannel.exit":
+		params, _ := m["params"].(map[string]any)
+		if _, has := m["paperclipInvocationId"]; has {
+			h.unexpected = append(h.unexpected, fmt.Sprintf("%s carries an invocation id", m["method"]))
+		}
+		h.terms.notify(m["method"].(string), params)
 		return
 	case "execute.log":
 		inv, _ := m["paperclipInvocationId"].(string)
@@ -595,11 +608,15 @@ type pending struct {
 	ch     chan reply
 }
 
+// rawParams are params already encoded as JSON.
+type rawParams []byte
+
 type request struct {
 	method      string
 	params      any
 	invocation  string
 	traceparent string
+	onReply     func(reply) // run under h.mu as the reply is read
 }
 
 // writeLine writes one raw line to the worker.
@@ -626,21 +643,31 @@ func (h *host) recordedSpans(inv string) []map[string]any {
 func (h *host) prepare(req request) (*pending, []byte) {
 	h.t.Helper()
 	id := fmt.Sprintf("r-%d", h.nextID.Add(1))
-	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": req.method, "params": req.params}
-	if req.invocation != "" {
-		inv := map[string]any{"id": req.invocation, "scope": map[string]any{"companyId": "c-1"}}
-		if req.traceparent != "" {
-			inv["traceparent"] = req.traceparent
+	var line []byte
+	if raw, ok := req.params.(rawParams); ok && req.invocation == "" {
+		// Written as it is: encoding/json would scan a large payload again.
+		line = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%q,"method":%q,"params":%s}`, id, req.method, raw)
+	} else {
+		msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": req.method, "params": req.params}
+		if req.invocation != "" {
+			inv := map[string]any{"id": req.invocation, "scope": map[string]any{"companyId": "c-1"}}
+			if req.traceparent != "" {
+				inv["traceparent"] = req.traceparent
+			}
+			msg["paperclipInvocation"] = inv
 		}
-		msg["paperclipInvocation"] = inv
+		var err error
+		line, err = json.Marshal(msg)
+		require.NoError(h.t, err)
 	}
-	line, err := json.Marshal(msg)
-	require.NoError(h.t, err)
 	p := &pending{h: h, id: id, method: req.method, ch: make(chan reply, 1)}
 	h.mu.Lock()
 	h.waiting[id] = p.ch
 	if req.invocation != "" {
 		h.byRequest[id] = req.invocation
+	}
+	if req.onReply != nil {
+		h.onReply[id] = req.onReply
 	}
 	h.mu.Unlock()
 	return p, append(line, '\n')
@@ -704,6 +731,8 @@ func (h *host) checkClean() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	assert.Empty(h.t, h.unexpected, "unexpected traffic from the worker")
+	assert.Empty(h.t, h.terms.violations, "traffic for which the host would retire the worker")
+	assert.Empty(h.t, h.terms.anomalies, "terminal frames the host would drop or end a route for")
 	assert.NoError(h.t, h.readErr)
 	for inv, l := range h.invocations {
 		assert.Zero(h.t, l.afterReply, "execute.log of %s after its reply", inv)

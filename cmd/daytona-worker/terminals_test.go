@@ -1,0 +1,476 @@
+package main
+
+// End-to-end checks of loginPty* and duplexChannel*: the real binary against
+// the emulator's real PTYs, with a host that routes frames as Paperclip's
+// does (terminals_host_test.go) and fails the test wherever that host would
+// retire the worker.
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+)
+
+// standInClaude behaves like `claude setup-token` as far as the login flow
+// can tell: a URL, a prompt, the code read from the terminal, an exit code.
+const standInClaude = `#!/bin/sh
+[ "$1" = setup-token ] || { echo "unexpected arguments: $*"; exit 64; }
+printf 'size %s\n' "$(stty size)"
+printf 'Visit https://claude.ai/oauth/authorize?code=true&state=stand-in to authorize.\n'
+printf 'Paste code here if prompted > '
+IFS= read -r code
+printf '\342\202'
+sleep 0.1
+printf '\254 received [%s]\n' "$code"
+exit 7
+`
+
+// standInDeviceLogin is codex or grok: it proves its home variable points at
+// a directory that exists, then exits 0.
+func standInDeviceLogin(variable string) string {
+	return `#!/bin/sh
+[ "$*" = "login --device-auth" ] || { echo "unexpected arguments: $*"; exit 64; }
+[ -d "$` + variable + `" ] && printf '` + variable + ` is %s\n' "$` + variable + `"
+exit 0
+`
+}
+
+// installStandIns puts the stand-in CLIs on the login shell's PATH in the
+// lease's sandbox.
+func installStandIns(t *testing.T, env *emulatorEnv, l lease) {
+	t.Helper()
+	home := sandboxView(t, env, l.id).HomeDir
+	write := func(rel, content string, mode os.FileMode) {
+		p := filepath.Join(home, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(content), mode))
+	}
+	write(".bash_profile", `export PATH="$HOME/bin:$PATH"`+"\n", 0o644)
+	write("bin/claude", standInClaude, 0o755)
+	write("bin/codex", standInDeviceLogin("CODEX_HOME"), 0o755)
+	write("bin/grok", standInDeviceLogin("GROK_HOME"), 0o755)
+}
+
+// newSessionHome is a login session home, removed with its parent (when
+// empty) after the test: sandbox processes share the host's /tmp.
+func newSessionHome(t *testing.T) string {
+	home := "/tmp/paperclip-adapter-login/" + uuid.NewString()
+	t.Cleanup(func() {
+		_ = os.RemoveAll(home)
+		_ = os.Remove(filepath.Dir(home))
+	})
+	return home
+}
+
+func errMessage(r reply) string {
+	if r.Error == nil {
+		return ""
+	}
+	s, _ := r.Error["message"].(string)
+	return s
+}
+
+func errCode(r reply) string {
+	if r.Error == nil {
+		return ""
+	}
+	return fmt.Sprint(r.Error["code"])
+}
+
+func TestLoginPtyDrivesAStandInClaude(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	installStandIns(t, env, l)
+	r, rep := h.openLogin(l, "claude", newSessionHome(t))
+	require.Nil(t, rep.Error, "open: %v", rep.Error)
+	assert.Regexp(t, `^pty-[0-9a-f-]{36}$`, r.sid)
+	r.waitText("https://claude.ai/oauth/authorize?code=true&state=stand-in")
+	r.waitText("Paste code here if prompted > ")
+	// The code comes later, as the user pastes it, with the Enter byte.
+	require.Nil(t, r.input("CODE-4F2A\r").Error)
+	code := r.waitExit()
+	require.NotNil(t, code)
+	assert.Equal(t, 7, *code)
+	out := r.output()
+	assert.Contains(t, out, "exec claude setup-token", "the launch line, echoed by the terminal")
+	assert.Contains(t, out, "size 30 120", "a 120×30 terminal")
+	assert.Contains(t, out, "€ received [CODE-4F2A]", "a character cut across frames comes out whole")
+	assert.NotContains(t, out, "\uFFFD")
+	h.mu.Lock()
+	assert.Zero(t, h.terms.preBind, "nothing is emitted before the open's reply")
+	h.mu.Unlock()
+	// Input after the exit fails, stop of an ended session is fine, close
+	// is acknowledged (twice: it is idempotent).
+	assert.NotEmpty(t, errMessage(r.input("late\r")))
+	assert.Nil(t, r.stop().Error)
+	h.closeLogin(r)
+	h.closeLogin(r)
+	h.checkTerminals(t)
+	finish(t, h, env, l)
+}
+
+func TestLoginPtyCreatesCodexAndGrokHomes(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	installStandIns(t, env, l)
+	for _, c := range []struct{ key, variable string }{{"codex", "CODEX_HOME"}, {"grok", "GROK_HOME"}} {
+		home := newSessionHome(t)
+		r, rep := h.openLogin(l, c.key, home)
+		require.Nil(t, rep.Error, "%s: %v", c.key, rep.Error)
+		code := r.waitExit()
+		require.NotNil(t, code, c.key)
+		assert.Equal(t, 0, *code, c.key)
+		assert.Contains(t, r.output(), c.variable+" is "+home, c.key)
+		fi, err := os.Stat(home)
+		require.NoError(t, err, "the session home exists")
+		assert.True(t, fi.IsDir())
+		h.closeLogin(r)
+	}
+	h.checkTerminals(t)
+	finish(t, h, env, l)
+}
+
+func TestTerminalsRefuseBadInput(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	before := requestCount(env, "POST /toolbox/{sandboxId}/process/pty")
+
+	_, rep := h.openLogin(l, "gemini", newSessionHome(t))
+	assert.Equal(t, "LOGIN_PTY_DESCRIPTOR_REJECTED", errMessage(rep))
+	_, rep = h.openLogin(l, "claude", "/tmp/paperclip-adapter-login/../../etc")
+	assert.Equal(t, "LOGIN_PTY_DESCRIPTOR_REJECTED", errMessage(rep))
+	_, rep = h.openLogin(lease{id: "no-such-sandbox"}, "claude", newSessionHome(t))
+	assert.Equal(t, "Daytona login pseudo-terminal: no cached sandbox resolves the provider lease.", errMessage(rep))
+	_, rep = h.openDuplex(lease{id: "no-such-sandbox"}, "cat")
+	assert.Equal(t, "Daytona duplex channel: no cached sandbox resolves the provider lease.", errMessage(rep))
+	_, rep = h.openDuplex(l)
+	assert.Equal(t, "The duplex channel launch command needs at least one argument.", errMessage(rep))
+	_, rep = h.openDuplex(l, "cat", "a\rb")
+	assert.Contains(t, errMessage(rep), "control character")
+	assert.Equal(t, before, requestCount(env, "POST /toolbox/{sandboxId}/process/pty"), "no PTY was created for a refused open")
+
+	// Another company's lease does not resolve.
+	wrong := duplexParams(l, "duplex-route-x", []string{"cat"})
+	wrong["companyId"] = "c-2"
+	assert.Equal(t, "Daytona duplex channel: no cached sandbox resolves the provider lease.",
+		errMessage(h.call("duplexChannelOpen", wrong, newInvocation()).wait()))
+	assert.Equal(t, "-32602", errCode(h.call("duplexChannelOpen", map[string]any{"hostRouteId": 7}, "").wait()))
+
+	// Unknown sessions and routes.
+	assert.Contains(t, errMessage(h.call("loginPtyInput", map[string]any{"workerSessionId": "pty-nope", "data": "x"}, "").wait()), "not open")
+	assert.Contains(t, errMessage(h.call("loginPtyStop", map[string]any{"workerSessionId": "pty-nope"}, "").wait()), "not open")
+	ack := h.call("loginPtyClose", map[string]any{"hostRouteId": "never-opened"}, "").wait()
+	assert.Equal(t, map[string]any{"hostRouteId": "never-opened"}, ack.Result)
+	ack = h.call("duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-404"}, "").wait()
+	assert.Equal(t, map[string]any{"hostRouteId": "duplex-route-404"}, ack.Result, "no session for a route never bound")
+
+	// A live channel takes bytes only from its exact pair, well-formed and
+	// within the host's write limit.
+	r, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error)
+	other, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error)
+	write := func(id, sid, data string) reply {
+		return h.call("duplexChannelWrite", map[string]any{"hostRouteId": id, "workerSessionId": sid, "data": data}, "").wait()
+	}
+	assert.Contains(t, errMessage(write(r.id, other.sid, "V1JPTkc=")), "no channel is open")
+	assert.Contains(t, errMessage(write("duplex-route-404", r.sid, "V1JPTkc=")), "no channel is open")
+	for _, bad := range []string{"", "V1JPTkc", "V1JPTkc=\n", "V1JP Tkc=", "V1JPTkd=", "V1JPTkc-", "!!!!"} {
+		assert.Equal(t, "-32602", errCode(write(r.id, r.sid, bad)), "data %q", bad)
+	}
+	big := bytes.Repeat([]byte{'x'}, 262_145)
+	assert.Contains(t, errMessage(write(r.id, r.sid, base64.StdEncoding.EncodeToString(big))), "more than the 262144")
+	assert.Contains(t, errMessage(h.call("duplexChannelStop", map[string]any{"hostRouteId": r.id, "workerSessionId": other.sid}, "").wait()), "no channel is open")
+	r.write([]byte("ok"))
+	r.waitBytes(2)
+	// A later byte would show anything refused above that reached cat.
+	r.write([]byte("!"))
+	r.waitBytes(3)
+	assert.Equal(t, "ok!", string(r.bytes()))
+	h.closeDuplex(r)
+	h.closeDuplex(other)
+	h.checkTerminals(t)
+	finish(t, h, env, l)
+}
+
+// Not parallel: ten megabytes through a terminal are thousands of 4 KiB
+// round trips through the terminal driver, and under the race detector they
+// would crowd out tests that wait on the clock.
+func TestDuplexEchoesTenMegabytesThroughCat(t *testing.T) {
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	r, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error)
+	assert.Regexp(t, `^duplex-[0-9a-f-]{36}$`, r.sid)
+	payload := make([]byte, 10<<20)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	for i := range payload {
+		payload[i] = byte(rng.Uint32())
+	}
+	for b := range 256 { // every byte value, whatever the random bytes hold
+		payload[b] = byte(b)
+	}
+	for off := 0; off < len(payload); {
+		n := min(len(payload)-off, 1+rng.IntN(hostMaxDuplexChunk))
+		r.write(payload[off : off+n])
+		off += n
+	}
+	r.waitBytes(len(payload))
+	got := r.bytes()
+	if !bytes.Equal(got, payload) {
+		i := 0
+		for i < min(len(got), len(payload)) && got[i] == payload[i] {
+			i++
+		}
+		t.Fatalf("the echo differs from byte %d on (%d bytes back of %d)", i, len(got), len(payload))
+	}
+	h.mu.Lock()
+	assert.Empty(t, r.writeErrors)
+	t.Logf("10 MiB came back in %d notifications", r.chunks)
+	h.mu.Unlock()
+	h.closeDuplex(r)
+	h.checkTerminals(t)
+	finish(t, h, env, l)
+}
+
+func TestStopAndCloseInEveryOrder(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	installStandIns(t, env, l)
+
+	stopReq := func(r *duplexRoute) request {
+		return request{method: "duplexChannelStop", params: map[string]any{"hostRouteId": r.id, "workerSessionId": r.sid}}
+	}
+	// Stop, then close, in one write.
+	a, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error)
+	a.write([]byte("a"))
+	a.waitBytes(1)
+	var stop *pending
+	h.closeDuplexRequest(a, func(closeReq request) *pending {
+		ps := h.send(stopReq(a), closeReq)
+		stop = ps[0]
+		return ps[1]
+	}).check()
+	assert.Nil(t, stop.wait().Error)
+
+	// Close, then stop.
+	b, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error)
+	c := h.closeDuplexRequest(b, func(closeReq request) *pending {
+		ps := h.send(closeReq, stopReq(b))
+		stop = ps[1]
+		return ps[0]
+	})
+	c.check()
+	assert.Nil(t, stop.wait().Error, "a stop after the close is not an error")
+
+	// Writes, stop and close pipelined while data flows.
+	d, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error)
+	d.write(bytes.Repeat([]byte("d"), 200_000))
+	d.write(bytes.Repeat([]byte("e"), 200_000))
+	h.closeDuplexRequest(d, func(closeReq request) *pending {
+		return h.send(stopReq(d), closeReq)[1]
+	}).check()
+
+	// Stop alone: the exit (137) is reported, the route stays bound until
+	// the host closes it, and then the bound session is acknowledged.
+	e, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error)
+	require.Nil(t, h.send(stopReq(e))[0].wait().Error)
+	code, transportClosed := e.waitExit()
+	require.NotNil(t, code)
+	assert.Equal(t, 137, *code)
+	assert.False(t, transportClosed)
+	h.closeDuplex(e)
+
+	// The host gives up on an open (its timeout) and closes the route
+	// before the reply: the worker abandons the channel and emits nothing
+	// for a route the host no longer knows.
+	f := h.newDuplexRoute()
+	open := h.send(h.openDuplexRequest(f, l, []string{"cat"}))[0]
+	h.closeDuplex(f)
+	_ = open.wait()
+
+	// Login: stop and close pipelined, then close and input.
+	g, rep := h.openLogin(l, "claude", newSessionHome(t))
+	require.Nil(t, rep.Error)
+	g.waitText("Paste code here")
+	h.mu.Lock()
+	g.state = "closed"
+	delete(h.terms.logins, g.id)
+	h.mu.Unlock()
+	ps := h.send(request{method: "loginPtyStop", params: map[string]any{"workerSessionId": g.sid}},
+		request{method: "loginPtyClose", params: map[string]any{"hostRouteId": g.id}},
+		request{method: "loginPtyInput", params: map[string]any{"workerSessionId": g.sid, "data": "x\r"}})
+	assert.Equal(t, map[string]any{"hostRouteId": g.id}, ps[1].waitFor(10*time.Second).Result)
+	ps[0].wait()
+	ps[2].wait()
+
+	assert.True(t, eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }),
+		"every PTY is gone: %d left", sandboxView(t, env, l.id).PTYs)
+	h.checkTerminals(t)
+	finish(t, h, env, l)
+}
+
+func TestReleaseClosesTheLeaseTerminals(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	installStandIns(t, env, l)
+	other := h.acquire(leaseConfig(env, ""))
+
+	d, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error)
+	lg, rep := h.openLogin(l, "claude", newSessionHome(t))
+	require.Nil(t, rep.Error)
+	lg.waitText("Paste code here")
+	keep, rep := h.openDuplex(other, "cat")
+	require.Nil(t, rep.Error)
+
+	rel := h.call("environmentReleaseLease", h.releaseParams(l, nil), newInvocation()).wait()
+	require.Nil(t, rel.Error, "release: %v", rel.Error)
+	// Both terminals report their end; the host still has them bound.
+	code, transportClosed := d.waitExit()
+	assert.True(t, transportClosed || (code != nil && *code == 137), "duplex exit %v/%v", code, transportClosed)
+	lg.waitExit()
+	// The host's close after the teardown still gets the bound session.
+	h.closeDuplex(d)
+	h.closeLogin(lg)
+	// The released lease takes no new terminal.
+	_, rep = h.openDuplex(l, "cat")
+	assert.Equal(t, fmt.Sprintf("Daytona sandbox lease %s is no longer active.", l.id), errMessage(rep))
+	// The other lease's channel is untouched.
+	keep.write([]byte("still here"))
+	keep.waitBytes(10)
+	assert.Equal(t, "still here", string(keep.bytes()))
+	h.closeDuplex(keep)
+	h.checkTerminals(t)
+	finish(t, h, env, other)
+}
+
+func TestChannelOpenAcrossALeaseRelease(t *testing.T) {
+	t.Parallel()
+	for _, cancelActive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cancelActiveWork=%v", cancelActive), func(t *testing.T) {
+			t.Parallel()
+			env := startEmulator(t, emulator.Options{})
+			h := startHost(t, hostOptions{})
+			l := h.acquire(leaseConfig(env, ""))
+			// The terminal's shell takes a second to start, so the release
+			// lands while the open is in flight.
+			home := sandboxView(t, env, l.id).HomeDir
+			require.NoError(t, os.WriteFile(filepath.Join(home, ".bash_profile"), []byte("sleep 1\n"), 0o644))
+			r := h.newDuplexRoute()
+			open := h.send(h.openDuplexRequest(r, l, []string{"cat"}))[0]
+			require.True(t, eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs > 0 }), "the open reached the sandbox")
+			rel := h.call("environmentReleaseLease", h.releaseParams(l, map[string]any{"cancelActiveWork": cancelActive}), newInvocation()).wait()
+			require.Nil(t, rel.Error, "release: %v", rel.Error)
+			rep := open.wait()
+			h.afterDuplexOpen(r, rep)
+			if rep.Error == nil {
+				// A graceful release waits for the open, then ends the channel.
+				r.waitExit()
+				h.closeDuplex(r)
+			}
+			t.Logf("open: %v", errMessage(rep))
+			h.checkTerminals(t)
+			if cancelActive {
+				finish(t, h, env, l) // a cancelling release stops the sandbox and keeps it
+			} else {
+				finish(t, h, env)
+			}
+		})
+	}
+}
+
+func TestTerminalsOpenAfterAWorkerRestart(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	first := startHost(t, hostOptions{})
+	l := first.acquire(leaseConfig(env, ""))
+	installStandIns(t, env, l)
+	// The worker dies; the host starts another, which has cached nothing.
+	first.stdin.Close()
+	_, _ = first.wait()
+
+	h := startHost(t, hostOptions{env: []string{"DAYTONA_API_KEY=" + env.APIKey, "DAYTONA_API_URL=" + env.APIURL}})
+	r, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error, "open after a restart: %v", rep.Error)
+	r.write([]byte("after restart"))
+	r.waitBytes(13)
+	assert.Equal(t, "after restart", string(r.bytes()))
+	lg, rep := h.openLogin(l, "codex", newSessionHome(t))
+	require.Nil(t, rep.Error, "login open after a restart: %v", rep.Error)
+	lg.waitExit()
+	// The lease still belongs to its company and environment only.
+	wrong := loginParams(l, uuid.NewString(), "claude", newSessionHome(t))
+	wrong["environmentId"] = "env-2"
+	assert.Equal(t, "Daytona login pseudo-terminal: no cached sandbox resolves the provider lease.",
+		errMessage(h.call("loginPtyOpen", wrong, newInvocation()).wait()))
+	h.closeDuplex(r)
+	h.closeLogin(lg)
+	h.checkTerminals(t)
+	finish(t, h, env, l)
+}
+
+func TestShutdownEndsEveryTerminal(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	installStandIns(t, env, l)
+	token := uniqueSleep(300)
+	_, rep := h.openDuplex(l, "sleep", token)
+	require.Nil(t, rep.Error)
+	lg, rep := h.openLogin(l, "claude", newSessionHome(t))
+	require.Nil(t, rep.Error)
+	lg.waitText("Paste code here")
+	h.shutdown()
+	assertNoProcessWith(t, token)
+	assert.True(t, eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
+	// The worker is gone; a fresh one cleans the sandbox up.
+	h2 := startHost(t, hostOptions{})
+	finish(t, h2, env, l)
+}
+
+func TestASignalEndsTheTerminalsToo(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	p := startWorker(t, nil)
+	h := newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	token := uniqueSleep(300)
+	_, rep := h.openDuplex(l, "sleep", token)
+	require.Nil(t, rep.Error)
+	require.NoError(t, p.Signal(syscall.SIGTERM))
+	code, err := p.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, 0, code)
+	assertNoProcessWith(t, token)
+	h2 := startHost(t, hostOptions{})
+	finish(t, h2, env, l)
+}
