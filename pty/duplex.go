@@ -163,7 +163,7 @@ func (m *Manager) duplexSession(r Route) (*session, error) {
 	if sid, ok := m.closedDuplex.get(r.HostRouteID); ok && sid == r.SessionID {
 		return nil, nil
 	}
-	return nil, fmt.Errorf("Daytona duplex channel: no channel is open for route %q and session %q (%w)", r.HostRouteID, r.SessionID, ErrNotOpen)
+	return nil, fmt.Errorf("Daytona duplex channel: route %q with session %q is %w", r.HostRouteID, r.SessionID, ErrNotOpen)
 }
 
 // DuplexWrite writes bytes to the channel of the exact pair, in order with

@@ -53,7 +53,7 @@ const (
 	killTimeout = 10 * time.Second
 	// exitWait is how long a teardown waits, after the kill, for the socket
 	// to report the exit before it disconnects.
-	exitWait = 2 * time.Second
+	exitWait = 5 * time.Second
 	// loginPiece and duplexPiece bound one notification's payload: far
 	// under the host's 1,000,000-unit text chunk and 262,144-byte data chunk.
 	loginPiece  = 64 << 10
@@ -443,6 +443,10 @@ func (s *session) stop(ctx context.Context) error {
 // (unless it is silent).
 func (s *session) end(ctx context.Context) {
 	s.mu.Lock()
+	if s.ending {
+		s.mu.Unlock()
+		return // another teardown step is closing it already
+	}
 	s.ending = true
 	term, started := s.term, s.started
 	s.mu.Unlock()

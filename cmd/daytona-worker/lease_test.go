@@ -194,6 +194,7 @@ func TestLeaseTranscripts(t *testing.T) {
 		{name: "probe"},
 		{name: "execute-session"},
 		{name: "demo"},
+		{name: "terminals"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -52,6 +52,8 @@ Flags:
 
 Environment:
   DAYTONA_API_KEY    API key used when an environment's config has none
+  DAYTONA_API_URL    the Daytona API that key belongs to (default Daytona Cloud),
+                     used to find the sandbox of a terminal opened after a restart
 `
 
 func main() {

@@ -191,14 +191,14 @@ func TestTerminalsRefuseBadInput(t *testing.T) {
 	write := func(id, sid, data string) reply {
 		return h.call("duplexChannelWrite", map[string]any{"hostRouteId": id, "workerSessionId": sid, "data": data}, "").wait()
 	}
-	assert.Contains(t, errMessage(write(r.id, other.sid, "V1JPTkc=")), "no channel is open")
-	assert.Contains(t, errMessage(write("duplex-route-404", r.sid, "V1JPTkc=")), "no channel is open")
+	assert.Contains(t, errMessage(write(r.id, other.sid, "V1JPTkc=")), "is not open")
+	assert.Contains(t, errMessage(write("duplex-route-404", r.sid, "V1JPTkc=")), "is not open")
 	for _, bad := range []string{"", "V1JPTkc", "V1JPTkc=\n", "V1JP Tkc=", "V1JPTkd=", "V1JPTkc-", "!!!!"} {
 		assert.Equal(t, "-32602", errCode(write(r.id, r.sid, bad)), "data %q", bad)
 	}
 	big := bytes.Repeat([]byte{'x'}, 262_145)
 	assert.Contains(t, errMessage(write(r.id, r.sid, base64.StdEncoding.EncodeToString(big))), "more than the 262144")
-	assert.Contains(t, errMessage(h.call("duplexChannelStop", map[string]any{"hostRouteId": r.id, "workerSessionId": other.sid}, "").wait()), "no channel is open")
+	assert.Contains(t, errMessage(h.call("duplexChannelStop", map[string]any{"hostRouteId": r.id, "workerSessionId": other.sid}, "").wait()), "is not open")
 	r.write([]byte("ok"))
 	r.waitBytes(2)
 	// A later byte would show anything refused above that reached cat.
