@@ -32,9 +32,21 @@ func openTerminal(ctx context.Context, tb *daytona.Toolbox, id string, out io.Wr
 	prepared := tb.PrepareLogStream(ctx)
 	defer prepared.Close()
 	t := &terminal{tb: tb, id: id}
-	if _, err := tb.CreatePty(ctx, daytona.PtyCreateRequest{ID: id, Cols: Cols, Rows: Rows, LazyStart: true}); err != nil {
-		// A create cut short may still have been carried out: the id is
-		// ours alone, so removing it is always safe.
+	// The create is not cancelled midway (only its deadline ends it): one
+	// cut short could still be carried out after a kill meant to undo it,
+	// and leave a PTY behind. A cancellation is acted on once it answers.
+	cctx := context.WithoutCancel(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(cctx, d)
+		defer cancel()
+	}
+	_, err := tb.CreatePty(cctx, daytona.PtyCreateRequest{ID: id, Cols: Cols, Rows: Rows, LazyStart: true})
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		// The id is ours alone, so removing it is always safe.
 		_ = t.kill(context.WithoutCancel(ctx))
 		return nil, err
 	}

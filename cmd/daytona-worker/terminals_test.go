@@ -329,7 +329,7 @@ func TestStopAndCloseInEveryOrder(t *testing.T) {
 	ps[0].wait()
 	ps[2].wait()
 
-	assert.True(t, eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }),
+	assert.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }),
 		"every PTY is gone: %d left", sandboxView(t, env, l.id).PTYs)
 	h.checkTerminals(t)
 	finish(t, h, env, l)
@@ -386,7 +386,7 @@ func TestChannelOpenAcrossALeaseRelease(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(home, ".bash_profile"), []byte("sleep 1\n"), 0o644))
 			r := h.newDuplexRoute()
 			open := h.send(h.openDuplexRequest(r, l, []string{"cat"}))[0]
-			require.True(t, eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs > 0 }), "the open reached the sandbox")
+			require.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs > 0 }), "the open reached the sandbox")
 			rel := h.call("environmentReleaseLease", h.releaseParams(l, map[string]any{"cancelActiveWork": cancelActive}), newInvocation()).wait()
 			require.Nil(t, rel.Error, "release: %v", rel.Error)
 			rep := open.wait()
@@ -451,7 +451,7 @@ func TestShutdownEndsEveryTerminal(t *testing.T) {
 	lg.waitText("Paste code here")
 	h.shutdown()
 	assertNoProcessWith(t, token)
-	assert.True(t, eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
+	assert.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
 	// The worker is gone; a fresh one cleans the sandbox up.
 	h2 := startHost(t, hostOptions{})
 	finish(t, h2, env, l)
