@@ -348,8 +348,13 @@ func (h *PtyHandle) readLoop(ctx context.Context) {
 	defer h.cancel()
 	out := writerOrDiscard(h.output)
 	buf := make([]byte, 32<<10)
+	// One watcher for the whole connection instead of the library's one per
+	// message (a context callback registered on every read): cancelling ctx
+	// still ends the read, by closing the connection.
+	stopWatch := context.AfterFunc(ctx, func() { _ = h.conn.CloseNow() })
+	defer stopWatch()
 	for {
-		typ, rd, err := h.conn.Reader(ctx)
+		typ, rd, err := h.conn.Reader(context.Background())
 		if err == nil {
 			if typ == websocket.MessageText {
 				err = h.handleText(rd, out)
