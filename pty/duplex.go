@@ -160,7 +160,7 @@ func (m *Manager) duplexSession(r Route) (*session, error) {
 	if s := m.duplexes[r.HostRouteID]; s != nil && s.route.SessionID == r.SessionID {
 		return s, nil
 	}
-	if sid, ok := m.closedDuplex.get(r.HostRouteID); ok && sid == r.SessionID {
+	if sid, ok := m.closedDuplexRoute(r.HostRouteID); ok && sid == r.SessionID {
 		return nil, nil
 	}
 	return nil, fmt.Errorf("Daytona duplex channel: route %q with session %q is %w", r.HostRouteID, r.SessionID, ErrNotOpen)
@@ -196,10 +196,10 @@ func (m *Manager) DuplexClose(hostRouteID string) string {
 	m.mu.Lock()
 	s := m.duplexes[hostRouteID]
 	if s == nil {
-		sid, known := m.closedDuplex.get(hostRouteID)
+		sid, known := m.closedDuplexRoute(hostRouteID)
 		if !known {
 			// Closed before its open was handled: the open must not go live.
-			m.closedDuplex.put(hostRouteID, "")
+			m.closedOther.put(hostRouteID, "")
 		}
 		m.mu.Unlock()
 		return sid

@@ -94,7 +94,12 @@ type Manager struct {
 	duplexes     map[string]*session // host route id → live duplex channel
 	closedLogins *memory             // closed login session ids → their route ids
 	closedRoutes *memory             // closed login route ids
-	closedDuplex *memory             // closed duplex route id → its session id ("" if none bound)
+	// Closed duplex routes, route id → session id, in two memories so that
+	// closes of routes the host never bound (failed opens, routes never
+	// opened) cannot push out the pairs it did bind, which it retires the
+	// worker for if a close does not echo them.
+	closedDuplex *memory // routes whose open reply went out
+	closedOther  *memory // the rest (session "" for a route never opened)
 }
 
 // New returns a Manager.
@@ -113,7 +118,8 @@ func New(opts Options) *Manager {
 		sink: opts.Sink, newID: opts.NewID, log: opts.Logger, outboxBytes: opts.OutboxBytes,
 		base: base, cancel: cancel,
 		logins: map[string]*session{}, loginIDs: map[string]*session{}, duplexes: map[string]*session{},
-		closedLogins: newMemory(opts.Remember), closedRoutes: newMemory(opts.Remember), closedDuplex: newMemory(opts.Remember),
+		closedLogins: newMemory(opts.Remember), closedRoutes: newMemory(opts.Remember),
+		closedDuplex: newMemory(opts.Remember), closedOther: newMemory(opts.Remember),
 	}
 }
 
@@ -175,7 +181,7 @@ func (m *Manager) register(login bool, hostRouteID, lease string) (*session, err
 		m.logins[hostRouteID] = s
 		m.loginIDs[s.route.SessionID] = s
 	} else {
-		_, closed := m.closedDuplex.get(hostRouteID)
+		_, closed := m.closedDuplexRoute(hostRouteID)
 		if m.duplexes[hostRouteID] != nil || closed {
 			// Besides, a route's pair is bound once; reusing a route id would
 			// let a late frame of the old channel land on the new one.
@@ -204,7 +210,23 @@ func (m *Manager) forgetLocked(s *session) {
 	if m.duplexes[s.route.HostRouteID] == s {
 		delete(m.duplexes, s.route.HostRouteID)
 	}
-	m.closedDuplex.put(s.route.HostRouteID, s.route.SessionID)
+	s.mu.Lock()
+	started := s.started
+	s.mu.Unlock()
+	if started {
+		m.closedDuplex.put(s.route.HostRouteID, s.route.SessionID)
+	} else {
+		m.closedOther.put(s.route.HostRouteID, s.route.SessionID)
+	}
+}
+
+// closedDuplexRoute returns the session a closed duplex route had ("" for
+// one never opened). m.mu must be held.
+func (m *Manager) closedDuplexRoute(hostRouteID string) (string, bool) {
+	if sid, ok := m.closedDuplex.get(hostRouteID); ok {
+		return sid, true
+	}
+	return m.closedOther.get(hostRouteID)
 }
 
 // Opening is a session whose open succeeded but whose reply has not gone

@@ -546,3 +546,44 @@ func TestACloseBeforeItsOpenRefusesTheOpen(t *testing.T) {
 		t.Errorf("%d PTYs created for refused opens", n)
 	}
 }
+
+func TestClosedRoutesAreRememberedBoundedly(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(t)
+	rec := newRecorder()
+	m := newManager(t, rec, Options{Remember: 2})
+	var routes []Route
+	for i := range 3 {
+		routes = append(routes, openCat(t, m, sb, fmt.Sprintf("duplex-route-%d", i)))
+	}
+	for _, rt := range routes {
+		if got := m.DuplexClose(rt.HostRouteID); got != rt.SessionID {
+			t.Fatalf("close of %s = %q", rt.HostRouteID, got)
+		}
+	}
+	// The two most recent are still acknowledged with their sessions; the
+	// oldest has been forgotten (the host keeps at most 4,096 closed pairs
+	// per worker, the worker twice as many by default).
+	if got := m.DuplexClose(routes[0].HostRouteID); got != "" {
+		t.Errorf("the oldest closed route is still remembered: %q", got)
+	}
+	for _, rt := range routes[1:] {
+		if got := m.DuplexClose(rt.HostRouteID); got != rt.SessionID {
+			t.Errorf("late close of %s = %q, want %q", rt.HostRouteID, got, rt.SessionID)
+		}
+	}
+	// Closes of routes never opened (or whose open failed) are remembered
+	// apart: however many, they never push out a pair the host bound.
+	for i := range 5 {
+		m.DuplexClose(fmt.Sprintf("duplex-route-never-%d", i))
+	}
+	if got := m.DuplexClose(routes[2].HostRouteID); got != routes[2].SessionID {
+		t.Errorf("a bound pair was forgotten behind unknown closes: %q", got)
+	}
+	m.mu.Lock()
+	n, other := m.closedDuplex.len(), m.closedOther.len()
+	m.mu.Unlock()
+	if n > 2 || other > 2 {
+		t.Errorf("%d bound and %d other closed routes remembered, bound 2 each", n, other)
+	}
+}

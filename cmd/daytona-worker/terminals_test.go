@@ -131,8 +131,10 @@ func TestLoginPtyCreatesCodexAndGrokHomes(t *testing.T) {
 	installStandIns(t, env, l)
 	for _, c := range []struct{ key, variable string }{{"codex", "CODEX_HOME"}, {"grok", "GROK_HOME"}} {
 		home := newSessionHome(t)
+		execs := requestCount(env, routeExecute)
 		r, rep := h.openLogin(l, c.key, home)
 		require.Nil(t, rep.Error, "%s: %v", c.key, rep.Error)
+		assert.Equal(t, execs+1, requestCount(env, routeExecute), "the home is created with one command")
 		code := r.waitExit()
 		require.NotNil(t, code, c.key)
 		assert.Equal(t, 0, *code, c.key)
@@ -473,4 +475,67 @@ func TestASignalEndsTheTerminalsToo(t *testing.T) {
 	assertNoProcessWith(t, token)
 	h2 := startHost(t, hostOptions{})
 	finish(t, h2, env, l)
+}
+
+// TestEveryTeardownEndsTheLeaseTerminals: whatever ends a lease (a stop, a
+// destroy, a cancelling release, or a resume of a sandbox that stopped
+// meanwhile) ends its login PTYs and duplex channels with an exit the host
+// is told of, and the host's close afterwards still gets the bound session.
+func TestEveryTeardownEndsTheLeaseTerminals(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"stop", "destroy", "release-cancelling", "resume-after-autostop"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			env := startEmulator(t, emulator.Options{})
+			h := startHost(t, hostOptions{})
+			l := h.acquire(leaseConfig(env, `,"reuseLease":true`))
+			installStandIns(t, env, l)
+			d, rep := h.openDuplex(l, "cat")
+			require.Nil(t, rep.Error)
+			lg, rep := h.openLogin(l, "claude", newSessionHome(t))
+			require.Nil(t, rep.Error)
+			lg.waitText("Paste code here")
+
+			var res reply
+			keep := true // the sandbox outlives the teardown
+			switch how {
+			case "stop":
+				res = h.call("environmentStopLease", h.releaseParams(l, nil), newInvocation()).wait()
+			case "destroy":
+				res = h.call("environmentDestroyLease", h.releaseParams(l, nil), newInvocation()).wait()
+				keep = false
+			case "release-cancelling":
+				res = h.call("environmentReleaseLease", h.releaseParams(l, map[string]any{"cancelActiveWork": true}), newInvocation()).wait()
+			case "resume-after-autostop":
+				require.NoError(t, env.Server.StopBehindClientsBack(l.id))
+				p := baseParams(l.cfg)
+				p["providerLeaseId"] = l.id
+				p["leaseMetadata"] = map[string]any{}
+				res = h.call("environmentResumeLease", p, newInvocation()).wait()
+			}
+			require.Nil(t, res.Error, "%s: %v", how, res.Error)
+			d.waitExit()
+			lg.waitExit()
+			h.closeDuplex(d)
+			h.closeLogin(lg)
+			assert.True(t, eventually(30*time.Second, func() bool {
+				v, ok := env.Server.Sandbox(l.id)
+				return !ok || v.PTYs == 0
+			}), "PTYs left after the %s", how)
+			if how == "resume-after-autostop" {
+				// The resumed lease takes terminals again.
+				again, rep := h.openDuplex(l, "cat")
+				require.Nil(t, rep.Error, "open after the resume: %v", rep.Error)
+				again.write([]byte("back"))
+				again.waitBytes(4)
+				h.closeDuplex(again)
+			}
+			h.checkTerminals(t)
+			if keep {
+				finish(t, h, env, l)
+			} else {
+				finish(t, h, env)
+			}
+		})
+	}
 }
