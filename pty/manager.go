@@ -317,9 +317,17 @@ func (s *session) silence() {
 	}
 }
 
-// background runs fn on a goroutine the Manager waits for at Close.
+// background runs fn on a goroutine the Manager waits for at Close; once
+// Close has begun, it runs fn at once instead (Close may be waiting already).
 func (m *Manager) background(fn func(ctx context.Context)) {
-	m.wg.Add(1)
+	m.mu.Lock()
+	if m.shut {
+		m.mu.Unlock()
+		fn(context.Background())
+		return
+	}
+	m.wg.Add(1) // under m.mu: Close sets shut under it before it waits
+	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
 		fn(m.base)

@@ -9,9 +9,13 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -538,4 +542,108 @@ func TestEveryTeardownEndsTheLeaseTerminals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gateReader is the host's end of the worker's stdout, which the test can
+// stop reading for a while (a host too busy to read).
+type gateReader struct {
+	r    io.Reader
+	mu   sync.Mutex
+	open chan struct{} // closed while reading is allowed
+}
+
+func newGateReader(r io.Reader) *gateReader {
+	g := &gateReader{r: r, open: make(chan struct{})}
+	close(g.open)
+	return g
+}
+
+func (g *gateReader) Read(p []byte) (int, error) {
+	g.mu.Lock()
+	open := g.open
+	g.mu.Unlock()
+	<-open
+	return g.r.Read(p)
+}
+
+func (g *gateReader) pause() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = make(chan struct{})
+}
+
+func (g *gateReader) resume() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.open)
+}
+
+// TestAHostThatStopsReadingHoldsTheWorkerToItsBound: while the host does not
+// read, a command floods its channel; the worker stops reading the PTY
+// socket instead of buffering, so its memory stays flat (the daemon then
+// drops a consumer that slow, or the command finishes once the host reads
+// again).
+func TestAHostThatStopsReadingHoldsTheWorkerToItsBound(t *testing.T) {
+	t.Parallel()
+	env := startEmulator(t, emulator.Options{})
+	p := startWorker(t, nil)
+	gate := newGateReader(p.stdout)
+	h := newHost(t, p.stdin, gate, p.Wait, p.cmd.Process.Pid, hostOptions{})
+	l := h.acquire(leaseConfig(env, ""))
+	const flood = 32 << 20
+	size := flood + rand.IntN(1000) // a head command line we can find in /proc
+	token := "head -c " + strconv.Itoa(size)
+	r, rep := h.openDuplex(l, "sh", "-c", "read go && exec "+token+" /dev/zero")
+	require.Nil(t, rep.Error)
+	before := procRSS(t, p.cmd.Process.Pid, "VmRSS:")
+	gate.pause()
+	r.write([]byte("go\n")) // its reply waits in the pipe with the rest
+	// The flood is over when head has written it all (to a worker that
+	// read it, or to a daemon that dropped a consumer that slow), or when
+	// head sleeps in a write behind the worker's bound.
+	require.True(t, eventually(90*time.Second, func() bool {
+		procs := processesWith(token)
+		return len(procs) == 0 || asleep(procs)
+	}), "the flood neither ended nor stalled")
+	peak := procRSS(t, p.cmd.Process.Pid, "VmHWM:")
+	t.Logf("worker RSS %.1f MiB before, peak %.1f MiB while %d MiB were pushed at it", before, peak, flood>>20)
+	assert.Less(t, peak-before, 16.0, "the worker's memory grew with what the host did not read")
+	gate.resume()
+	code, transportClosed := r.waitExit()
+	got := len(r.bytes())
+	t.Logf("received %d of %d bytes, exit %v, transport closed %v", got, size, code, transportClosed)
+	assert.True(t, transportClosed || (code != nil && *code == 0 && got == size), "either every byte or a transport close")
+	h.closeDuplex(r)
+	h.checkTerminals(t)
+	finish(t, h, env, l)
+}
+
+// asleep reports whether every listed process sleeps.
+func asleep(procs []string) bool {
+	for _, p := range procs {
+		pid, _, _ := strings.Cut(p, ":")
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			continue
+		}
+		if state := string(stat[bytes.LastIndexByte(stat, ')')+2:]); !strings.HasPrefix(state, "S") {
+			return false
+		}
+	}
+	return true
+}
+
+// procRSS reads a memory field (VmRSS:, VmHWM:) of a process, in MiB.
+func procRSS(t *testing.T, pid int, field string) float64 {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Skip("no /proc on this system")
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
 }
