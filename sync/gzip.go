@@ -100,7 +100,7 @@ func (g *adaptiveGzip) compressChunk(final bool) error {
 	g.crc = crc32.Update(g.crc, crc32.IEEETable, g.chunk)
 	g.size += uint32(len(g.chunk))
 	idx := g.ctl.pick()
-	if len(g.chunk) < smallChunk && g.ctl.force == nil {
+	if len(g.chunk) < smallChunk {
 		// A small remainder (an incremental archive, the end-of-archive
 		// blocks) costs nothing to compress, whatever the link.
 		idx = smallChunkLevel
@@ -172,12 +172,18 @@ const (
 	ewmaWeight   = 0.3
 )
 
+// The priors are what each level costs and saves on source text on one
+// core of the project machine (stored 1.4 GB/s, Huffman-only 300 MB/s,
+// BestSpeed 130 MB/s, the default 25 MB/s); measurements replace them.
 func newLevelController() levelController {
 	return levelController{
-		cost:  [len(gzipLadder)]float64{0.1, 2.5, 7, 40},
-		ratio: [len(gzipLadder)]float64{1.0, 0.7, 0.45, 0.35},
+		cost:  [len(gzipLadder)]float64{0.7, 3.3, 7.5, 40},
+		ratio: [len(gzipLadder)]float64{1.0, 0.65, 0.35, 0.28},
 	}
 }
+
+// storeOnly is the level choice for a consumer on this machine.
+func storeOnly(int) int { return 0 }
 
 // pick returns the ladder index for the next chunk.
 func (c *levelController) pick() int {

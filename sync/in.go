@@ -444,6 +444,9 @@ var errUploadEnded = errors.New("upload ended")
 func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []bool, remoteTar string) (int64, error) {
 	pr, pw := io.Pipe()
 	gz := newAdaptiveGzip(pw, time.Now)
+	if c.Local {
+		gz.ctl.force = storeOnly
+	}
 	produced := make(chan error, 1)
 	go func() {
 		err := writeTar(gz, entries, send)

@@ -83,6 +83,11 @@ type Config struct {
 	Cache *Cache
 	// Now is the clock for span timings; default time.Now.
 	Now func() time.Time
+	// Local says the sandbox's toolbox is on this machine (loopback): a
+	// directory's tar is then stored in its gzip stream, not compressed,
+	// since compressing can only move CPU time from one process of this
+	// machine to another. Elsewhere the level follows the upload's pace.
+	Local bool
 }
 
 func (c *Config) defaults() {

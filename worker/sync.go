@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,6 +86,7 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		conf := filesync.Config{
 			Sandbox: s.toolbox(), RemoteDir: remoteDir, TimeoutSeconds: secs,
 			Tracer: &syncTracer{w: w, ctx: ctx}, NewID: w.newID, Now: w.now,
+			Local: isLoopbackURL(s.snapshot().ToolboxProxyURL, sc.config.APIURL),
 		}
 		var results []filesync.Result
 		if in {
@@ -103,6 +107,24 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		}
 		return res, nil
 	})
+}
+
+// isLoopbackURL reports whether the toolbox (its proxy URL, else the API
+// URL) is reached on this machine.
+func isLoopbackURL(toolboxProxyURL string, apiURL *string) bool {
+	raw := toolboxProxyURL
+	if raw == "" && apiURL != nil {
+		raw = *apiURL
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return false
+	}
+	if strings.EqualFold(u.Hostname(), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(u.Hostname())
+	return ip != nil && ip.IsLoopback()
 }
 
 // syncOperations converts the wire operations, refusing shapes the plugin

@@ -96,3 +96,14 @@ func TestSyncCachesAreBounded(t *testing.T) {
 	s.forget("lease-0")
 	assert.Len(t, s.caches, maxSyncCaches-1)
 }
+
+func TestIsLoopbackURL(t *testing.T) {
+	api := func(s string) *string { return &s }
+	assert.True(t, isLoopbackURL("http://127.0.0.1:4000/toolbox", nil))
+	assert.True(t, isLoopbackURL("http://localhost/toolbox", nil))
+	assert.True(t, isLoopbackURL("http://[::1]:80/x", nil))
+	assert.True(t, isLoopbackURL("", api("http://127.0.0.2:3000/api")))
+	assert.False(t, isLoopbackURL("https://proxy.app.daytona.io/toolbox", api("http://127.0.0.1/api")))
+	assert.False(t, isLoopbackURL("", nil))
+	assert.False(t, isLoopbackURL("", api("https://app.daytona.io/api")))
+}
