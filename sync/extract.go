@@ -190,7 +190,7 @@ func (x *extractor) member(h *tar.Header, data io.Reader) error {
 	case tar.TypeDir:
 		return x.dir(rel, h)
 	case tar.TypeSymlink:
-		if err := x.clear(rel, false); err != nil {
+		if err := x.clear(rel); err != nil {
 			return err
 		}
 		if _, pending := x.links[rel]; !pending {
@@ -202,7 +202,7 @@ func (x *extractor) member(h *tar.Header, data io.Reader) error {
 	case tar.TypeLink:
 		return x.hardlink(rel, h)
 	case tar.TypeFifo:
-		if err := x.clear(rel, true); err != nil {
+		if err := x.clear(rel); err != nil {
 			return err
 		}
 		p := x.path(rel)
@@ -284,22 +284,18 @@ func (x *extractor) parents(rel, name string) error {
 	return nil
 }
 
-// clear makes room at rel for a new member, as tar replaces what is there:
-// a pending link is dropped; with removeNow a file or an empty folder is
-// removed (a folder with content fails the member). A symlink member leaves
-// what is there for finishLinks to replace.
-func (x *extractor) clear(rel string, removeNow bool) error {
+// clear makes room at rel for a new member, as tar replaces what is
+// there: a pending link is dropped, a file or an empty folder removed; a
+// folder with content fails the member, as it fails tar.
+func (x *extractor) clear(rel string) error {
 	kind, ok := x.kinds[rel]
 	if !ok {
 		return nil
 	}
 	if kind == tar.TypeSymlink {
-		delete(x.links, rel)
+		delete(x.links, rel) // not on disk yet
 		delete(x.kinds, rel)
 		return nil
-	}
-	if !removeNow {
-		return nil // the symlink replaces it when the links are made
 	}
 	if err := os.Remove(x.path(rel)); err != nil {
 		return x.fsErr("unlink", rel, err)
@@ -311,7 +307,7 @@ func (x *extractor) clear(rel string, removeNow bool) error {
 
 func (x *extractor) dir(rel string, h *tar.Header) error {
 	if kind, ok := x.kinds[rel]; ok && kind != tar.TypeDir && kind != implicitDir {
-		if err := x.clear(rel, true); err != nil {
+		if err := x.clear(rel); err != nil {
 			return err
 		}
 	}
@@ -326,7 +322,7 @@ func (x *extractor) dir(rel string, h *tar.Header) error {
 }
 
 func (x *extractor) file(rel string, h *tar.Header, data io.Reader) error {
-	if err := x.clear(rel, true); err != nil {
+	if err := x.clear(rel); err != nil {
 		return err
 	}
 	p := x.path(rel)
@@ -362,7 +358,7 @@ func (x *extractor) hardlink(rel string, h *tar.Header) error {
 	if target == rel {
 		return nil
 	}
-	if err := x.clear(rel, true); err != nil {
+	if err := x.clear(rel); err != nil {
 		return err
 	}
 	if err := os.Link(x.path(target), x.path(rel)); err != nil {

@@ -223,6 +223,14 @@ func TestExtractMatchesGNUTar(t *testing.T) {
 		{typ: tar.TypeReg, name: "./existing-file-becomes-dir/x", body: "x"},
 		{typ: tar.TypeSymlink, name: "./link-becomes-file", link: "nested"},
 		{typ: tar.TypeReg, name: "./link-becomes-file", body: "now a file"},
+		{typ: tar.TypeReg, name: "./flip", body: "one"},
+		{typ: tar.TypeSymlink, name: "./flip", link: "nested"},
+		{typ: tar.TypeReg, name: "./flip", body: "two"},
+		{typ: tar.TypeSymlink, name: "./flop", link: "secret"},
+		{typ: tar.TypeReg, name: "./flop", body: "file"},
+		{typ: tar.TypeSymlink, name: "./flop", link: "nested/data.txt"},
+		{typ: tar.TypeReg, name: "./dir-becomes-file/x", body: "x"},
+		{typ: tar.TypeDir, name: "./file-becomes-dir/", mode: 0o750},
 	})
 	prepare := func(dir string) {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, "nested"), 0o700))
@@ -230,6 +238,7 @@ func TestExtractMatchesGNUTar(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "nested/data.txt"), []byte("old"), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "secret"), []byte("old-secret"), 0o644))
 		require.NoError(t, os.Mkdir(filepath.Join(dir, "existing-file-becomes-dir"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "file-becomes-dir"), []byte("f"), 0o644))
 	}
 	for _, existing := range []bool{false, true} {
 		root := t.TempDir()
