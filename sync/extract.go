@@ -332,6 +332,9 @@ func (x *extractor) file(rel string, h *tar.Header, data io.Reader) error {
 	}
 	x.kinds[rel] = tar.TypeReg
 	_, err = io.CopyBuffer(f, data, x.buf)
+	if err == nil {
+		err = f.Chmod(x.mode(h.Mode))
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -342,7 +345,7 @@ func (x *extractor) file(rel string, h *tar.Header, data io.Reader) error {
 		}
 		return &archiveReadError{err: err}
 	}
-	return x.setMeta(p, h)
+	return os.Chtimes(p, time.Time{}, h.ModTime)
 }
 
 func (x *extractor) hardlink(rel string, h *tar.Header) error {

@@ -436,13 +436,20 @@ func nextTreeState(entries []hostEntry, send []bool, prev map[string]entryState,
 	return next
 }
 
+const (
+	uploadChunks    = 8
+	uploadChunkSize = 256 << 10
+)
+
 // errUploadEnded tells the tar producer that the upload is over.
 var errUploadEnded = errors.New("upload ended")
 
 // uploadTree streams a gzip tar of the entries (those marked in send, or
 // all) into one upload, and returns the compressed size.
 func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []bool, remoteTar string) (int64, error) {
-	pr, pw := io.Pipe()
+	// A few MiB between the archive and the upload keep the upload busy
+	// while the producer opens the next files.
+	pr, pw := newBufferedPipe(uploadChunks, uploadChunkSize)
 	gz := newAdaptiveGzip(pw, time.Now)
 	if c.Local {
 		gz.ctl.force = storeOnly

@@ -297,7 +297,9 @@ func (c *Config) outDir(ctx context.Context, m Mapping) (int64, int64, error) {
 
 // downloadInto streams the sandbox's tarball into the extractor.
 func (c *Config) downloadInto(ctx context.Context, remoteTar, source string, x *extractor) (int64, error) {
-	pr, pw := io.Pipe()
+	// A few MiB between the download and the extractor keep bytes
+	// arriving while the extractor creates files.
+	pr, pw := newBufferedPipe(downloadChunks, downloadChunkSize)
 	extracted := make(chan error, 1)
 	go func() {
 		err := x.read(pr)
@@ -340,6 +342,11 @@ func (c *Config) downloadInto(ctx context.Context, remoteTar, source string, x *
 	}
 	return n, nil
 }
+
+const (
+	downloadChunks    = 16
+	downloadChunkSize = 256 << 10
+)
 
 // errExtractEnded stops a download whose extractor gave up.
 var errExtractEnded = errors.New("extraction ended")
