@@ -5,7 +5,7 @@ WORKER    := $(BIN)/daytona-worker
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run test bench lint fuzz sdk-check clean
+.PHONY: all build run test bench lint fuzz sdk-check refcheck clean
 
 all: build
 
@@ -53,6 +53,16 @@ fuzz:
 sdk-check:
 	cd tools/sdkcheck && npm ci --no-audit --no-fund && node check.mjs
 	cd tools/sdkcheck && EMULATOR_ARGS="--transitional --step-delay 200ms --log-split markers" node check.mjs
+
+## refcheck: the Node reference worker and daytona-worker, each against its own emulator, on the
+## scenarios in testdata/refcheck (needs node and, on its first run, npm); REFCHECK_ARGS="-run NAME -v"
+SHARED        ?= ../shared
+REFERENCE_DIR ?= /tmp/reference-worker
+refcheck: build
+	$(GO) build -trimpath -o $(BIN)/refcheck ./cmd/refcheck
+	@ref="$$($(SHARED)/tools/reference-worker/setup $(REFERENCE_DIR) | tail -n 1)" && \
+	  echo "refcheck: reference worker: $$ref" && \
+	  $(BIN)/refcheck -reference "$$ref" -worker $(WORKER) $(REFCHECK_ARGS)
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,46 @@
+// Package refcheck plays the same host scenarios through the Node reference
+// worker and through daytona-worker, each against a Daytona emulator of its
+// own, and compares what each writes back once volatile values (ids, times,
+// paths, ports, durations) are normalised. Every scenario comes out
+// identical, documented (every difference is one a row of differences.txt
+// names) or different. `make refcheck` runs it (cmd/refcheck).
+//
+// A scenario is a file of JSON lines under testdata/refcheck (blank lines
+// and lines starting with '#' are comments):
+//
+//	{"scenario": {...}}   optional first line: "env" (extra environment of
+//	                      both workers, values may use variables),
+//	                      "emulator": {"transitional": true, "step_delay_ms": N},
+//	                      "no_initialize": true (the scenario sends it itself)
+//	{"host": {...}}       a message to write to both workers; when it is a
+//	                      request, the step waits for its reply and takes
+//	                      every line written until then as its output
+//	{"host_raw": "text", "replies": N}
+//	                      raw text (a newline is added) and how many lines
+//	                      to wait for; with 0 the step waits for quiet
+//	{"hook": {...}}       act on each side's emulator: {"fault": {...}},
+//	                      {"clear_faults": true}, {"stop": ID}, {"delete": ID},
+//	                      {"set_error": {"id": ID, "reason": "…", "recoverable": false}},
+//	                      {"missing_container": ID}
+//	{"sandboxes": true}   output one line describing the emulator's
+//	                      sandboxes (name, state, labels, intervals)
+//	{"close_stdin": true} close the workers' stdin; the output is what they
+//	                      write until they exit, then {"exit": code}
+//	{"sleep_ms": N}       pause
+//
+// Steps that produce output may add "capture": {"NAME": "$.result.path"},
+// binding NAME on each side to that side's value for later lines, and
+// "differs": {"row-id": ["$.path", …]}, the JSON paths (each covering its
+// subtree; "$" covers the whole output, "$lines" a different line count) at
+// which the two sides may differ because of the differences.txt row named.
+// "${NAME}" in a line is replaced by a variable: DAYTONA_API_URL,
+// DAYTONA_API_KEY, EMULATOR_URL, CLOSED_API_URL (nothing listens there),
+// CFG (a config object with the key and the URL; as a whole JSON string it
+// becomes the object), or one captured earlier.
+//
+// Normalisation, applied to both sides alike: the side's API URL, emulator
+// root folder, closed URL and API key become their variable names; UUIDs
+// become "<uuid>", ISO times "<iso8601>", the numbers under durationMs and
+// getDurationMs "<ms>"; runs of execute.log notifications of one invocation
+// are joined into one per stream, so chunking does not count.
+package refcheck

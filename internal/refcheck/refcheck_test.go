@@ -1,0 +1,222 @@
+package refcheck
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/internal/differences"
+)
+
+func decode(t *testing.T, s string) any {
+	t.Helper()
+	return decodeLine([]byte(s))
+}
+
+func TestNormalizeReplacesEachSidesVolatileValues(t *testing.T) {
+	t.Parallel()
+	r := newReplacer(map[string]string{
+		"DAYTONA_API_URL": "http://127.0.0.1:4242/api",
+		"EMULATOR_ADDR":   "127.0.0.1:4242",
+		"EMULATOR_ROOT":   "/tmp/refcheck-emulator-123",
+	})
+	v := r.normalize(decode(t, `{"result":{"metadata":{"remoteCwd":"/tmp/refcheck-emulator-123/sandboxes/0b7a1c9e-1111-4222-8333-944455556666/home",
+		"url":"http://127.0.0.1:4242/api/sandbox","at":"2026-01-02T03:04:05.678Z","durationMs":17,"getDurationMs":0,"exitCode":0,"n":1.0}}}`))
+	want := decode(t, `{"result":{"metadata":{"remoteCwd":"${EMULATOR_ROOT}/sandboxes/<uuid>/home",
+		"url":"${DAYTONA_API_URL}/sandbox","at":"<iso8601>","durationMs":"<ms>","getDurationMs":"<ms>","exitCode":0,"n":1.0}}}`)
+	assert.Empty(t, diffOutputs([]any{want}, []any{v}))
+}
+
+func TestJoinExecuteLogsIgnoresChunking(t *testing.T) {
+	t.Parallel()
+	chunked := []any{
+		decode(t, `{"jsonrpc":"2.0","method":"execute.log","params":{"stream":"stdout","chunk":"he"},"paperclipInvocationId":"i"}`),
+		decode(t, `{"jsonrpc":"2.0","method":"execute.log","params":{"stream":"stderr","chunk":"oops"},"paperclipInvocationId":"i"}`),
+		decode(t, `{"jsonrpc":"2.0","method":"execute.log","params":{"stream":"stdout","chunk":"llo"},"paperclipInvocationId":"i"}`),
+		decode(t, `{"jsonrpc":"2.0","id":3,"result":{}}`),
+	}
+	whole := []any{
+		decode(t, `{"jsonrpc":"2.0","method":"execute.log","params":{"stream":"stdout","chunk":"hello"},"paperclipInvocationId":"i"}`),
+		decode(t, `{"jsonrpc":"2.0","method":"execute.log","params":{"stream":"stderr","chunk":"oops"},"paperclipInvocationId":"i"}`),
+		decode(t, `{"jsonrpc":"2.0","id":3,"result":{}}`),
+	}
+	assert.Empty(t, diffOutputs(joinExecuteLogs(whole), joinExecuteLogs(chunked)))
+	other := []any{decode(t, `{"jsonrpc":"2.0","method":"execute.log","params":{"stream":"stdout","chunk":"hellO"},"paperclipInvocationId":"i"}`), whole[1], whole[2]}
+	assert.NotEmpty(t, diffOutputs(joinExecuteLogs(whole), joinExecuteLogs(other)))
+}
+
+func TestDiffOutputsNamesEveryPath(t *testing.T) {
+	t.Parallel()
+	a := []any{decode(t, `{"id":1,"result":{"x":1,"y":[1,2],"z":"a"}}`)}
+	b := []any{decode(t, `{"id":1,"result":{"x":1.0,"y":[1,3],"w":true}}`), decode(t, `{"extra":1}`)}
+	var paths []string
+	for _, d := range diffOutputs(a, b) {
+		paths = append(paths, d.Path)
+	}
+	assert.Equal(t, []string{"$.result.w", "$.result.y[1]", "$.result.z", "$lines"}, paths)
+}
+
+func TestCoversAndLookup(t *testing.T) {
+	t.Parallel()
+	assert.True(t, covers("$", "$.error.message"))
+	assert.True(t, covers("$.result.metadata", "$.result.metadata.sandboxName"))
+	assert.True(t, covers("$.result.items", "$.result.items[2].id"))
+	assert.False(t, covers("$.result.meta", "$.result.metadata"))
+	assert.False(t, covers("$.result", "$lines"))
+	v := decode(t, `{"result":{"items":[{"id":"a"},{"id":"b"}],"n":null}}`)
+	got, err := lookup(v, "$.result.items[1].id")
+	require.NoError(t, err)
+	assert.Equal(t, "b", got)
+	_, err = lookup(v, "$.result.missing")
+	assert.Error(t, err)
+	_, err = lookup(v, "$.result.items[5]")
+	assert.Error(t, err)
+}
+
+func testList(t *testing.T) *differences.List {
+	t.Helper()
+	l, err := differences.Parse(strings.NewReader("id: probe-name\nsituation: s\nnode: n\nours: o\n\nid: other\nsituation: s\nnode: n\nours: o\n"))
+	require.NoError(t, err)
+	return l
+}
+
+func TestCompareClassifies(t *testing.T) {
+	t.Parallel()
+	list := testList(t)
+	sc := &Scenario{Name: "s", Steps: []Step{
+		{Line: 1, Host: json.RawMessage(`{"id":1,"method":"m"}`), Differs: map[string][]string{"probe-name": {"$.result.summary"}}},
+		{Line: 2, Host: json.RawMessage(`{"id":2,"method":"m"}`)},
+	}}
+	out := func(lines ...string) *StepOutput {
+		o := &StepOutput{}
+		for _, l := range lines {
+			o.Lines = append(o.Lines, decode(t, l))
+		}
+		return o
+	}
+	same := []*StepOutput{out(`{"id":1,"result":{"summary":"a"}}`), out(`{"id":2,"result":1}`)}
+	r := Compare(sc, same, same, list)
+	assert.Equal(t, Identical, r.Verdict)
+	assert.Equal(t, []string{"line 1: probe-name"}, r.Stale)
+
+	documented := []*StepOutput{out(`{"id":1,"result":{"summary":"b"}}`), out(`{"id":2,"result":1}`)}
+	r = Compare(sc, same, documented, list)
+	assert.Equal(t, Documented, r.Verdict)
+	assert.Equal(t, []string{"probe-name"}, r.Rows)
+
+	different := []*StepOutput{out(`{"id":1,"result":{"summary":"b"}}`), out(`{"id":2,"result":2}`)}
+	r = Compare(sc, same, different, list)
+	assert.Equal(t, Different, r.Verdict)
+	require.Len(t, r.Undocumented, 1)
+	assert.Equal(t, "$.result", r.Undocumented[0].Path)
+	var b strings.Builder
+	r.Print(&b, list)
+	assert.Contains(t, b.String(), "different   s\n    line 2 (m): $.result\n      reference: 1\n      worker:    2\n")
+
+	sc.Steps[1].Differs = map[string][]string{"no-such-row": {"$"}}
+	r = Compare(sc, same, same, list)
+	assert.Equal(t, Different, r.Verdict)
+	assert.Contains(t, r.Problem, `"no-such-row", which is no row of differences.txt`)
+}
+
+func TestLoadRejectsMalformedScenarios(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ text, want string }{
+		"two kinds":    {`{"host":{"id":1},"sandboxes":true}`, "exactly one of"},
+		"unknown key":  {`{"host":{"id":1},"expect":1}`, `unknown field "expect"`},
+		"late setup":   {"{\"sandboxes\":true}\n{\"scenario\":{}}", "must come first"},
+		"bad path":     {`{"host":{"id":1},"differs":{"r":["result"]}}`, "must start with $"},
+		"capture hook": {`{"hook":{"clear_faults":true},"capture":{"X":"$.a"}}`, "need a step with output"},
+		"empty":        {"# nothing\n", "no steps"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".jsonl")
+		require.NoError(t, os.WriteFile(path, []byte(tc.text), 0o644))
+		_, err := Load(path)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), tc.want, name)
+	}
+}
+
+func TestSubstitute(t *testing.T) {
+	t.Parallel()
+	p := &player{vars: map[string]string{"URL": "http://h/api", "Q": `a"b`}, jsonVars: map[string]json.RawMessage{"CFG": json.RawMessage(`{"k":1}`)}}
+	got, err := p.substitute(`{"config":"${CFG}","u":"${URL}/x","q":"${Q}","inner":"cfg=${CFG}"}`)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"config":{"k":1},"u":"http://h/api/x","q":"a\"b","inner":"cfg={\"k\":1}"}`, got)
+	_, err = p.substitute(`"${NOPE}"`)
+	assert.ErrorContains(t, err, "NOPE")
+}
+
+// The project's scenarios parse, and every row they cite is in the list.
+func TestScenariosCiteExistingRows(t *testing.T) {
+	t.Parallel()
+	list, err := differences.Load("../../differences.txt")
+	require.NoError(t, err)
+	scenarios, err := LoadDir("../../testdata/refcheck")
+	require.NoError(t, err)
+	for _, sc := range scenarios {
+		for _, st := range sc.Steps {
+			for row := range st.Differs {
+				_, ok := list.ByID(row)
+				assert.True(t, ok, "%s:%d cites %q, which is no row of differences.txt", sc.Path, st.Line, row)
+			}
+		}
+	}
+}
+
+// Played through daytona-worker on both sides (two emulators, two
+// processes), a scenario comes out identical: normalisation removes
+// everything that differs between runs, so what refcheck reports is the
+// workers' doing.
+func TestSameWorkerOnBothSidesIsIdentical(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the worker")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "daytona-worker")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/daytona-worker")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+	list, err := differences.Load("../../differences.txt")
+	require.NoError(t, err)
+	for _, name := range []string{"acquire-basic", "execute-basic"} {
+		sc, err := Load(filepath.Join("../../testdata/refcheck", name+".jsonl"))
+		require.NoError(t, err)
+		var (
+			wg   sync.WaitGroup
+			outs [2][]*StepOutput
+			errs [2]error
+		)
+		for i := range outs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				outs[i], errs[i] = Play(context.Background(), sc, Command{Argv: []string{bin}}, Options{}, "worker")
+			}()
+		}
+		wg.Wait()
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+		r := Compare(sc, outs[0], outs[1], list)
+		var b strings.Builder
+		r.Print(&b, list)
+		assert.Equal(t, Identical, r.Verdict, "%s", b.String())
+		for _, o := range outs[0] {
+			if o != nil {
+				for _, l := range o.Lines {
+					b, _ := json.Marshal(l)
+					assert.NotContains(t, string(b), "no reply", name)
+				}
+			}
+		}
+	}
+}
