@@ -47,6 +47,11 @@ func parseMessage(line []byte) (*message, error) {
 	if err := json.Unmarshal(line, &obj); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
+			if line[0] == '[' {
+				// An array is an object to JavaScript: it fails the
+				// version check, its "jsonrpc" member being undefined.
+				return nil, fmt.Errorf(`Invalid or missing jsonrpc version (expected "2.0", got undefined)`)
+			}
 			return nil, errNotObject
 		}
 		return nil, fmt.Errorf("Invalid JSON: %s", describeSyntaxError(err))

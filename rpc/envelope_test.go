@@ -37,7 +37,7 @@ func TestParseMessageClassifiesLikeTheSDK(t *testing.T) {
 		{name: "upper-case keys are not members", line: `{"jsonrpc":"2.0","ID":1,"Method":"health"}`, kind: kindInvalid},
 		{name: "not json", line: `not json`, parseErr: "Invalid JSON: invalid character 'o' in literal null (expecting 'u') at byte offset 2"},
 		{name: "truncated", line: `{"jsonrpc":"2.0","id":1`, parseErr: "Invalid JSON: unexpected end of JSON input at byte offset 23"},
-		{name: "array (batch)", line: `[{"jsonrpc":"2.0","id":1,"method":"health"}]`, parseErr: "Message must be a JSON object"},
+		{name: "array (batch)", line: `[{"jsonrpc":"2.0","id":1,"method":"health"}]`, parseErr: `Invalid or missing jsonrpc version (expected "2.0", got undefined)`}, // an array is an object to JavaScript
 		{name: "null", line: `null`, parseErr: "Message must be a JSON object"},
 		{name: "string", line: `"hello"`, parseErr: "Message must be a JSON object"},
 		{name: "missing version", line: `{"id":1,"method":"health"}`, parseErr: `Invalid or missing jsonrpc version (expected "2.0", got undefined)`},

@@ -5,13 +5,21 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"unicode/utf8"
 )
 
-// lineReader reads newline-terminated lines of any length. Lines that fit the
-// buffer are returned without copying; longer ones are assembled in a fresh
-// slice that is dropped after use, so one huge line does not pin its memory.
+// lineReader reads lines of any length, ended as the official worker
+// runtime's line reader (Node's readline with crlfDelay: Infinity) ends
+// them: at "\n", at "\r", or at "\r\n" (one ending, even when the two bytes
+// arrive apart). A line ended by "\r" is returned at once, without waiting
+// to see whether "\n" follows. Lines that fit the buffer are returned
+// without copying; longer ones are assembled in a fresh slice that is
+// dropped after use, so one huge line does not pin its memory.
 type lineReader struct {
 	r *bufio.Reader
+	// afterCR: the last line ended with "\r", so a "\n" right after it
+	// belongs to that ending.
+	afterCR bool
 }
 
 const readBufferSize = 64 << 10
@@ -24,32 +32,88 @@ func newLineReader(r io.Reader) *lineReader {
 // until the following call. At end of input a final unterminated line is
 // returned first, then io.EOF.
 func (l *lineReader) next() ([]byte, error) {
-	line, err := l.r.ReadSlice('\n')
-	if err == nil {
-		return line[:len(line)-1], nil
-	}
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		if len(line) > 0 && errors.Is(err, io.EOF) {
+	var long []byte // the start of a line longer than the buffer
+	scanned := 0     // buffered bytes already known to hold no ending
+	for {
+		n := l.r.Buffered()
+		if n == 0 {
+			if _, err := l.r.Peek(1); err != nil {
+				if len(long) > 0 && errors.Is(err, io.EOF) {
+					return long, nil
+				}
+				return nil, err
+			}
+			n = l.r.Buffered()
+		}
+		buf, _ := l.r.Peek(n)
+		if l.afterCR {
+			l.afterCR = false
+			if buf[0] == '\n' {
+				_, _ = l.r.Discard(1)
+				scanned = 0
+				continue
+			}
+		}
+		if i := bytes.IndexAny(buf[scanned:], "\r\n"); i >= 0 {
+			i += scanned
+			l.afterCR = buf[i] == '\r'
+			line := buf[:i]
+			if long != nil {
+				line = append(long, line...)
+			}
+			_, _ = l.r.Discard(i + 1)
 			return line, nil
 		}
-		return nil, err
-	}
-	long := append(make([]byte, 0, 2*len(line)), line...)
-	for {
-		line, err = l.r.ReadSlice('\n')
-		long = append(long, line...)
-		switch {
-		case err == nil:
-			return long[:len(long)-1], nil
-		case errors.Is(err, bufio.ErrBufferFull):
+		scanned = n
+		if long == nil && n < l.r.Size() {
+			// No ending yet: wait for more input.
+			if _, err := l.r.Peek(n + 1); err != nil {
+				if !errors.Is(err, io.EOF) {
+					return nil, err
+				}
+				// Peek may have moved the buffered bytes: take them again.
+				n = l.r.Buffered()
+				line, _ := l.r.Peek(n)
+				_, _ = l.r.Discard(n)
+				return line[:n:n], nil
+			}
 			continue
-		case errors.Is(err, io.EOF):
-			return long, nil
-		default:
-			return nil, err
 		}
+		if long == nil {
+			long = make([]byte, 0, 2*n)
+		}
+		long = append(long, buf...)
+		_, _ = l.r.Discard(n)
+		scanned = 0
 	}
 }
 
-// trimLine drops surrounding whitespace, including the CR of a CRLF ending.
-func trimLine(b []byte) []byte { return bytes.TrimSpace(b) }
+// trimLine drops the whitespace JavaScript's String.prototype.trim drops
+// (the runtime trims every line before parsing it), a byte-order mark
+// included.
+func trimLine(b []byte) []byte {
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		if !isJSWhitespace(r) {
+			break
+		}
+		b = b[size:]
+	}
+	for len(b) > 0 {
+		r, size := utf8.DecodeLastRune(b)
+		if !isJSWhitespace(r) {
+			break
+		}
+		b = b[:len(b)-size]
+	}
+	return b
+}
+
+// isJSWhitespace is JavaScript's WhiteSpace and LineTerminator.
+func isJSWhitespace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', ' ', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200a
+}
