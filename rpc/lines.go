@@ -33,7 +33,7 @@ func newLineReader(r io.Reader) *lineReader {
 // returned first, then io.EOF.
 func (l *lineReader) next() ([]byte, error) {
 	var long []byte // the start of a line longer than the buffer
-	scanned := 0     // buffered bytes already known to hold no ending
+	scanned := 0    // buffered bytes already known to hold no ending
 	for {
 		n := l.r.Buffered()
 		if n == 0 {
