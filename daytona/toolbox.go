@@ -2,11 +2,13 @@ package daytona
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -130,6 +132,10 @@ type ExecuteRequest struct {
 	// to whole seconds) and fails the call with a 408 matching ErrTimeout.
 	// Zero lets it run until ctx ends.
 	Timeout time.Duration
+	// TimeoutSeconds, when positive, is sent instead of Timeout: the number
+	// of seconds as a JavaScript caller computes it, which may be far beyond
+	// what a time.Duration holds (it is sent as JSON.stringify writes it).
+	TimeoutSeconds float64
 }
 
 // ExecuteResponse is the outcome of Execute. Result holds stdout and stderr
@@ -137,6 +143,38 @@ type ExecuteRequest struct {
 type ExecuteResponse struct {
 	ExitCode int
 	Result   string
+}
+
+// SecondsDuration converts a number of seconds to a Duration, saturating at
+// the largest one (about 292 years) instead of overflowing.
+func SecondsDuration(secs float64) time.Duration {
+	return MillisecondsDuration(secs * 1000)
+}
+
+// MillisecondsDuration converts a number of milliseconds to a Duration,
+// saturating at the largest one instead of overflowing; NaN and negative
+// values are zero.
+func MillisecondsDuration(ms float64) time.Duration {
+	switch {
+	case math.IsNaN(ms) || ms <= 0:
+		return 0
+	case ms >= float64(math.MaxInt64/int64(time.Millisecond)):
+		return math.MaxInt64
+	}
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// jsNumberText renders a finite number as JavaScript's JSON.stringify does.
+func jsNumberText(f float64) string {
+	abs := math.Abs(f)
+	if abs != 0 && (abs >= 1e21 || abs < 1e-6) {
+		s := strconv.FormatFloat(f, 'e', -1, 64)
+		mant, exp, _ := strings.Cut(s, "e")
+		sign := exp[0]
+		exp = strings.TrimLeft(exp[1:], "0")
+		return mant + "e" + string(sign) + exp
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
 // execTimeoutSlack pads the HTTP deadline over the server-side timeout, as
@@ -152,12 +190,16 @@ func (t *Toolbox) Execute(ctx context.Context, req ExecuteRequest) (*ExecuteResp
 		Command string            `json:"command"`
 		Cwd     string            `json:"cwd,omitempty"`
 		Envs    map[string]string `json:"envs,omitempty"`
-		Timeout int               `json:"timeout,omitempty"`
+		Timeout json.Number       `json:"timeout,omitempty"`
 	}{Command: req.Command, Cwd: req.Cwd, Envs: req.Env}
-	if req.Timeout > 0 {
-		body.Timeout = int(math.Ceil(req.Timeout.Seconds()))
+	secs := req.TimeoutSeconds
+	if secs <= 0 && req.Timeout > 0 {
+		secs = math.Ceil(req.Timeout.Seconds())
+	}
+	if secs > 0 && !math.IsInf(secs, 0) {
+		body.Timeout = json.Number(jsNumberText(secs))
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(body.Timeout)*time.Second+execTimeoutSlack)
+		ctx, cancel = context.WithTimeout(ctx, SecondsDuration(secs)+execTimeoutSlack)
 		defer cancel()
 	}
 	// Old daemons send "code" instead of "exitCode"; an absent code is 0

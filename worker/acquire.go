@@ -41,7 +41,19 @@ func (e expiresAt) MarshalJSON() ([]byte, error) {
 // is unknown is reported with the creation-cleanup envelope.
 func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.AcquireLeaseParams
-	if err := decodeParams(protocol.MethodEnvironmentAcquireLease, raw, &p); err != nil {
+	var identity sentinelIdentity
+	err := decodeDriverParams(protocol.MethodEnvironmentAcquireLease, raw, &p, func(obj map[string]json.RawMessage) error {
+		// The sentinel takes these as sent, whatever their type; the plugin
+		// uses them nowhere else.
+		identity = sentinelIdentityOf(obj)
+		for _, k := range []string{"agentId", "executionWorkspaceId", "issueId", "adapterType"} {
+			delete(obj, k)
+		}
+		// Date.parse of anything but a string finds no deadline in practice.
+		onlyKind(obj, "requestedExpiresAt", "string")
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	rc, cfg, err := decodeConfig(protocol.MethodEnvironmentAcquireLease, p.Config)
@@ -55,8 +67,9 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	if err != nil {
 		return nil, err
 	}
-	budget := time.Duration(cfg.TimeoutMs) * time.Millisecond
-	secs := timeoutSeconds(cfg.TimeoutMs)
+	// The plugin's create has toTimeoutSeconds(timeoutMs): at least a second.
+	budget := daytona.SecondsDuration(jsTimeoutSeconds(cfg.TimeoutMs))
+	secs := jsTimeoutSeconds(cfg.TimeoutMs)
 	bctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 
@@ -92,7 +105,7 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	if expiry.sandbox != nil {
 		sbx = expiry.sandbox
 	}
-	sent, err := writeSentinel(bctx, tb, remoteCwd, p, cfg, w.now())
+	sent, err := writeSentinel(bctx, tb, remoteCwd, identity, cfg, w.now())
 	if err != nil {
 		return nil, a.failAfterCreate(bctx, "sentinel", err)
 	}

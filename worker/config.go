@@ -3,11 +3,13 @@ package worker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/paperclipai/daytona-worker/protocol"
 )
@@ -51,8 +53,11 @@ type rawConfig map[string]any
 
 // decodeConfig decodes the config member of a method's params: the host's
 // object as sent (metadata and validation read its keys) and the plugin's
-// lenient parse of it. A config that is not a JSON object is invalid params
-// for method. Every handler that takes a config decodes it here.
+// lenient parse of it. Every handler that takes a config decodes it here.
+// The plugin reads the config's members without a check: an absent or null
+// config makes that read throw (invalid params here), while any other value
+// that is not an object (a string, a number, an array) has none of the
+// members it reads, so it parses as an empty config.
 func decodeConfig(method string, raw json.RawMessage) (rawConfig, DriverConfig, error) {
 	rc, err := decodeRawConfig(raw)
 	if err != nil {
@@ -61,19 +66,21 @@ func decodeConfig(method string, raw json.RawMessage) (rawConfig, DriverConfig, 
 	return rc, parseDriverConfig(rc), nil
 }
 
+var errConfigMissing = errors.New("params.config must be an object")
+
 func decodeRawConfig(raw json.RawMessage) (rawConfig, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return rawConfig{}, nil
+		return nil, errConfigMissing
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("config must be a JSON object: %w", err)
+		return nil, fmt.Errorf("params.config: %w", err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("config must be a JSON object")
+		return rawConfig{}, nil
 	}
 	return m, nil
 }
@@ -225,7 +232,21 @@ func isValidURL(s string) bool {
 	return true
 }
 
-// timeoutSeconds is the plugin's toTimeoutSeconds: whole seconds, at least 1.
+// jsTimeoutSeconds is the plugin's toTimeoutSeconds: whole seconds, at
+// least 1, as the JavaScript number it computes (any size).
+func jsTimeoutSeconds(ms float64) float64 {
+	return math.Max(1, math.Ceil(ms/1000))
+}
+
+// maxTimeoutSeconds is the most seconds a time.Duration holds.
+const maxTimeoutSeconds = int(math.MaxInt64 / int64(time.Second))
+
+// timeoutSeconds is toTimeoutSeconds as an int for the waits that turn it
+// into a Duration, saturating at about 292 years rather than overflowing.
 func timeoutSeconds(ms float64) int {
-	return int(math.Max(1, math.Ceil(ms/1000)))
+	secs := jsTimeoutSeconds(ms)
+	if math.IsNaN(secs) || secs >= float64(maxTimeoutSeconds) {
+		return maxTimeoutSeconds
+	}
+	return int(secs)
 }

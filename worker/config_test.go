@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -135,13 +136,20 @@ func TestTimeoutSeconds(t *testing.T) {
 	assert.Equal(t, 1, timeoutSeconds(0))
 	assert.Equal(t, 300, timeoutSeconds(300000))
 	assert.Equal(t, 301, timeoutSeconds(300001))
+	// Any finite number is a timeout to JavaScript: past what a Duration
+	// holds, the seconds saturate instead of wrapping around.
+	assert.Equal(t, maxTimeoutSeconds, timeoutSeconds(1e22))
+	assert.Equal(t, 1e19, jsTimeoutSeconds(1e22))
+	assert.Positive(t, time.Duration(timeoutSeconds(1e300))*time.Second)
 }
 
-// TestEveryConfigTakingHandlerRefusesANonObjectConfig drives each handler
-// that takes a config through the worker with one that is not a JSON object:
-// each must answer invalid params naming its own method, before any call to
-// Daytona (there is no emulator here to call).
-func TestEveryConfigTakingHandlerRefusesANonObjectConfig(t *testing.T) {
+// TestEveryConfigTakingHandlerReadsTheConfigAsThePluginDoes drives each
+// handler that takes a config through the worker. The plugin reads the
+// config's members without a check: an absent or null config throws there
+// (invalid params here, before any call to Daytona: there is no emulator
+// here to call), while a config that is not an object has none of the
+// members it reads and parses as an empty one.
+func TestEveryConfigTakingHandlerReadsTheConfigAsThePluginDoes(t *testing.T) {
 	t.Parallel()
 	w := New(discardHost{}, Options{Logger: zerolog.Nop(), Getenv: func(string) string { return "" }})
 	lease := `"lease":{"providerLeaseId":"sbx-1"}`
@@ -156,21 +164,24 @@ func TestEveryConfigTakingHandlerRefusesANonObjectConfig(t *testing.T) {
 		{protocol.MethodEnvironmentRealizeWorkspace, `,` + lease + `,"workspace":{}`},
 		{protocol.MethodEnvironmentExecute, `,` + lease + `,"command":"true"`},
 	} {
-		for _, cfg := range []string{`[1]`, `"x"`, `7`} {
-			params := json.RawMessage(`{"driverKey":"daytona","companyId":"c","environmentId":"e","config":` + cfg + tt.extra + `}`)
+		for _, cfg := range []string{``, `,"config":null`} {
+			params := json.RawMessage(`{"driverKey":"daytona","companyId":"c","environmentId":"e"` + cfg + tt.extra + `}`)
 			_, err := w.Handle(context.Background(), &rpc.Request{Method: tt.method, Params: params})
 			var rpcErr *protocol.Error
-			if assert.ErrorAs(t, err, &rpcErr, "%s with config %s", tt.method, cfg) {
+			if assert.ErrorAs(t, err, &rpcErr, "%s with config %q", tt.method, cfg) {
 				assert.Equal(t, protocol.CodeInvalidParams, rpcErr.Code, tt.method)
-				assert.Equal(t, "Invalid params for "+tt.method+": config must be a JSON object", rpcErr.Message, tt.method)
+				assert.Equal(t, "Invalid params for "+tt.method+": params.config must be an object", rpcErr.Message, tt.method)
 			}
 		}
 	}
-	// An absent or null config is an empty one, not an error.
-	for _, cfg := range []string{``, `null`} {
+	for _, cfg := range []string{`[1]`, `"x"`, `7`, `true`} {
 		rc, parsed, err := decodeConfig(protocol.MethodEnvironmentExecute, json.RawMessage(cfg))
-		require.NoError(t, err)
-		assert.Empty(t, rc)
-		assert.Equal(t, float64(defaultTimeoutMs), parsed.TimeoutMs)
+		require.NoError(t, err, cfg)
+		assert.Empty(t, rc, cfg)
+		assert.Equal(t, float64(defaultTimeoutMs), parsed.TimeoutMs, cfg)
+		res, err := w.Handle(context.Background(), &rpc.Request{Method: protocol.MethodEnvironmentValidateConfig,
+			Params: json.RawMessage(`{"driverKey":"daytona","config":` + cfg + `}`)})
+		require.NoError(t, err, cfg)
+		assert.Equal(t, validationResult{OK: false, Errors: []string{msgAPIKeyRequired}}, res, cfg)
 	}
 }

@@ -128,7 +128,7 @@ func intPtr(n int) *int { return &n }
 // (streaming its output as it comes), or one-shot with bypassSession.
 func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p executeParams
-	if err := decodeParams(protocol.MethodEnvironmentExecute, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p, prepareExecuteParams); err != nil {
 		return nil, err
 	}
 	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
@@ -153,16 +153,16 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 			return nil, err
 		}
 		getMs := w.now().Sub(getStart).Milliseconds()
-		timeout := resolveTimeout(p.TimeoutMs, cfg)
+		timeoutMs := resolveTimeoutMs(p.TimeoutMs, cfg)
 		if s.state() != daytona.StateStarted {
 			// A restart destroys the sandbox's sessions: drop the stale id
 			// so the command opens a fresh one instead of failing on it.
 			w.leases.takeSessionID(s.key)
 		}
-		if err := s.ensureStarted(ctx, timeoutSeconds(float64(timeout.Milliseconds()))); err != nil {
+		if err := s.ensureStarted(ctx, timeoutSeconds(timeoutMs)); err != nil {
 			return nil, err
 		}
-		c := &command{w: w, s: s, p: p, env: env, timeout: timeout, gitNet: isGitNetworkCommand(p.Command, p.Args)}
+		c := &command{w: w, s: s, p: p, env: env, timeoutMs: timeoutMs, gitNet: isGitNetworkCommand(p.Command, p.Args)}
 		run := c.inSession
 		if p.BypassSession {
 			run = c.oneShot
@@ -175,7 +175,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 			// here with Daytona's 400), start it and try once more.
 			if rerr := s.refresh(ctx); rerr == nil && s.state() != daytona.StateStarted {
 				w.leases.takeSessionID(s.key)
-				if err := s.ensureStarted(ctx, timeoutSeconds(float64(timeout.Milliseconds()))); err != nil {
+				if err := s.ensureStarted(ctx, timeoutSeconds(timeoutMs)); err != nil {
 					return nil, err
 				}
 				res, err = run(ctx)
@@ -216,40 +216,69 @@ func refusedBeforeRunning(err error) error {
 	return err
 }
 
-// resolveTimeout is the plugin's resolveTimeoutMs.
-func resolveTimeout(paramMs *float64, cfg DriverConfig) time.Duration {
-	ms := cfg.TimeoutMs
-	if paramMs != nil && isFinite(*paramMs) && *paramMs > 0 {
-		ms = math.Trunc(*paramMs)
+// prepareExecuteParams reads execute's params as the plugin does: a lease
+// object is required (reading its id throws otherwise), a falsy id means
+// "no lease", a non-number timeout falls back to the config's, bypassSession
+// and cwd are tested for truthiness.
+func prepareExecuteParams(obj map[string]json.RawMessage) error {
+	keyOnlyBase(obj)
+	if err := requireObject(protocol.MethodEnvironmentExecute, obj, "lease"); err != nil {
+		return err
 	}
-	return time.Duration(ms) * time.Millisecond
+	nested(obj, "lease", func(lease map[string]json.RawMessage) {
+		falsyAsNull(lease, "providerLeaseId")
+		onlyKind(lease, "metadata", "object")
+		onlyKind(lease, "expiresAt", "string")
+	})
+	onlyKind(obj, "timeoutMs", "number")
+	truthyFlag(obj, "bypassSession")
+	falsyAsNull(obj, "cwd")
+	return nil
+}
+
+// resolveTimeoutMs is the plugin's resolveTimeoutMs: the call's timeout
+// when it is a positive finite number (truncated), else the config's. It
+// stays a JavaScript number: any finite value is valid, however far beyond
+// what a time.Duration holds.
+func resolveTimeoutMs(paramMs *float64, cfg DriverConfig) float64 {
+	if paramMs != nil && isFinite(*paramMs) && *paramMs > 0 {
+		return math.Trunc(*paramMs)
+	}
+	return cfg.TimeoutMs
 }
 
 // command is one execution.
 type command struct {
-	w       *Worker
-	s       *leaseSandbox
-	p       executeParams
-	env     []envVar
-	timeout time.Duration
-	gitNet  bool
+	w         *Worker
+	s         *leaseSandbox
+	p         executeParams
+	env       []envVar
+	timeoutMs float64
+	gitNet    bool
 }
 
-// effectiveTimeout caps git network operations so a stalled remote or a
+// effectiveTimeoutMs caps git network operations so a stalled remote or a
 // missing credential fails fast instead of using the whole budget.
-func (c *command) effectiveTimeout() time.Duration {
-	if c.gitNet && c.timeout > gitNetworkTimeout {
-		return gitNetworkTimeout
+func (c *command) effectiveTimeoutMs() float64 {
+	if c.gitNet {
+		return math.Min(c.timeoutMs, float64(gitNetworkTimeout/time.Millisecond))
 	}
-	return c.timeout
+	return c.timeoutMs
+}
+
+// effectiveTimeout is effectiveTimeoutMs as a Duration, saturating (a
+// timeout of centuries is no timeout).
+func (c *command) effectiveTimeout() time.Duration {
+	return daytona.MillisecondsDuration(c.effectiveTimeoutMs())
 }
 
 func (c *command) timeoutMessage() string {
-	secs := int(math.Round(c.effectiveTimeout().Seconds()))
+	// Math.round(ms / 1000), written as JavaScript writes the number.
+	secs := jsNumberString(math.Floor(c.effectiveTimeoutMs()/1000 + 0.5))
 	if c.gitNet {
-		return fmt.Sprintf("Git network operation timed out after %d s — the remote may be unreachable or noninteractive credentials are not configured.", secs)
+		return fmt.Sprintf("Git network operation timed out after %s s — the remote may be unreachable or noninteractive credentials are not configured.", secs)
 	}
-	return fmt.Sprintf("Command timed out after %d s.", secs)
+	return fmt.Sprintf("Command timed out after %s s.", secs)
 }
 
 // oneShotTimeoutMessage is what the plugin reports for a one-shot command
@@ -311,7 +340,7 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 	}
 	defer cleanup()
 	start := c.w.now()
-	res, err := c.s.toolbox().Execute(ctx, daytona.ExecuteRequest{Command: script, Timeout: c.effectiveTimeout()})
+	res, err := c.s.toolbox().Execute(ctx, daytona.ExecuteRequest{Command: script, TimeoutSeconds: jsTimeoutSeconds(c.effectiveTimeoutMs())})
 	duration := c.w.now().Sub(start).Milliseconds()
 	if err != nil {
 		if errors.Is(err, daytona.ErrTimeout) && ctx.Err() == nil {

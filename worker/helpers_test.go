@@ -56,3 +56,8 @@ func (l *handlerLease) destroy(ctx context.Context) error {
 	_, err := l.w.Handle(ctx, &rpc.Request{Method: "environmentDestroyLease", Params: json.RawMessage(`{` + l.base + `,"providerLeaseId":"` + l.id + `"}`)})
 	return err
 }
+
+// requestOf is a request for Handle.
+func requestOf(method, params string) *rpc.Request {
+	return &rpc.Request{Method: method, Params: json.RawMessage(params)}
+}

@@ -1,8 +1,10 @@
 package worker
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -208,4 +210,163 @@ func jsTrimmedString(v any) (string, bool) {
 	}
 	s = strings.TrimFunc(s, isJSWhitespace)
 	return s, s != ""
+}
+
+// jsObject is a decoded JSON object with JavaScript's member order: the
+// members whose names are array indices first, ascending, then the others
+// in the order they were first given (a repeated member keeps its first
+// place and takes its last value), as JSON.parse builds it.
+type jsObject struct {
+	keys []string
+	vals map[string]any
+}
+
+// decodeJS decodes raw JSON (numbers as json.Number, objects as *jsObject)
+// for re-encoding as JavaScript would. Absent input is (nil, false).
+func decodeJS(raw json.RawMessage) (any, bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	v, err := decodeJSValue(dec)
+	if err != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+func decodeJSValue(dec *json.Decoder) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if t == '[' {
+			list := []any{}
+			for dec.More() {
+				v, err := decodeJSValue(dec)
+				if err != nil {
+					return nil, err
+				}
+				list = append(list, v)
+			}
+			_, err := dec.Token()
+			return list, err
+		}
+		obj := &jsObject{vals: map[string]any{}}
+		var indices []string
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k := kt.(string)
+			v, err := decodeJSValue(dec)
+			if err != nil {
+				return nil, err
+			}
+			if _, seen := obj.vals[k]; !seen {
+				if isArrayIndex(k) {
+					indices = append(indices, k)
+				} else {
+					obj.keys = append(obj.keys, k)
+				}
+			}
+			obj.vals[k] = v
+		}
+		sort.Slice(indices, func(i, j int) bool {
+			if len(indices[i]) != len(indices[j]) {
+				return len(indices[i]) < len(indices[j])
+			}
+			return indices[i] < indices[j]
+		})
+		obj.keys = append(indices, obj.keys...)
+		_, err := dec.Token()
+		return obj, err
+	}
+	return tok, nil
+}
+
+// isArrayIndex reports a canonical array index ("0", "17"; not "01"), the
+// member names JavaScript orders first.
+func isArrayIndex(k string) bool {
+	if k == "" || len(k) > 10 || (len(k) > 1 && k[0] == '0') {
+		return false
+	}
+	for _, c := range k {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	n, err := strconv.ParseUint(k, 10, 64)
+	return err == nil && n < 1<<32-1
+}
+
+// jsTruthyValue is JavaScript's truthiness of a decoded value.
+func jsTruthyValue(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case string:
+		return v != ""
+	case json.Number:
+		f := jsNumber(v)
+		return f != 0 && !math.IsNaN(f)
+	}
+	return true
+}
+
+// writeJSIndented writes v as JSON.stringify(v, null, 2) writes it, at the
+// given depth.
+func writeJSIndented(b *bytes.Buffer, v any, depth int) {
+	pad := func(d int) string { return strings.Repeat("  ", d) }
+	switch v := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		b.WriteString(strconv.FormatBool(v))
+	case json.Number:
+		n := jsNumber(v)
+		if isFinite(n) {
+			b.WriteString(jsNumberString(n))
+		} else {
+			b.WriteString("null")
+		}
+	case string:
+		b.WriteString(jsonString(v))
+	case []any:
+		if len(v) == 0 {
+			b.WriteString("[]")
+			return
+		}
+		b.WriteString("[\n")
+		for i, x := range v {
+			b.WriteString(pad(depth + 1))
+			writeJSIndented(b, x, depth+1)
+			if i < len(v)-1 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('\n')
+		}
+		b.WriteString(pad(depth) + "]")
+	case *jsObject:
+		if len(v.keys) == 0 {
+			b.WriteString("{}")
+			return
+		}
+		b.WriteString("{\n")
+		for i, k := range v.keys {
+			b.WriteString(pad(depth+1) + jsonString(k) + ": ")
+			writeJSIndented(b, v.vals[k], depth+1)
+			if i < len(v.keys)-1 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('\n')
+		}
+		b.WriteString(pad(depth) + "}")
+	}
 }

@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -255,19 +258,25 @@ func TestTombstonesArePrunedAfterADay(t *testing.T) {
 	assert.Len(t, l.entries, 1)
 }
 
+func identityOf(t *testing.T, params string) sentinelIdentity {
+	t.Helper()
+	var obj map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(params), &obj))
+	return sentinelIdentityOf(obj)
+}
+
 func TestSentinelTokenAndFile(t *testing.T) {
 	t.Parallel()
-	ws, issue := "ws-1", "iss-1"
 	img := "daytonaio/sandbox:0.8.0"
 	cpu := 4.0
-	p := acquireParamsForTest("c-1", "env-1", "ag-1", &ws, &issue, "claude_local")
 	cfg := DriverConfig{ReuseLease: true, Image: &img, CPU: &cpu}
-	token, ok := sentinelToken(p, cfg)
+	id := identityOf(t, `{"companyId":"c-1","environmentId":"env-1","agentId":"ag-1","executionWorkspaceId":"ws-1","issueId":"iss-1","adapterType":"claude_local"}`)
+	token, ok := sentinelToken(id, cfg)
 	require.True(t, ok)
 	assert.Equal(t, sha256Hex(`{"adapterType":"claude_local","agentId":"ag-1","companyId":"c-1","cpu":4,"disk":null,"environmentId":"env-1","executionWorkspaceId":"ws-1","gpu":null,"image":"daytonaio/sandbox:0.8.0","memory":null,"provider":"daytona","snapshot":null,"target":null}`), token)
 
-	p2 := acquireParamsForTest("c-1", "env-1", "ag-1", nil, &issue, "")
-	token2, ok := sentinelToken(p2, cfg)
+	id2 := identityOf(t, `{"companyId":"c-1","environmentId":"env-1","agentId":"ag-1","issueId":"iss-1"}`)
+	token2, ok := sentinelToken(id2, cfg)
 	require.True(t, ok)
 	assert.Equal(t, sha256Hex(`{"adapterType":null,"agentId":"ag-1","companyId":"c-1","cpu":4,"disk":null,"environmentId":"env-1","executionWorkspaceId":null,"gpu":null,"image":"daytonaio/sandbox:0.8.0","memory":null,"projectlessIssueId":"iss-1","provider":"daytona","snapshot":null,"target":null}`), token2)
 
@@ -275,13 +284,51 @@ func TestSentinelTokenAndFile(t *testing.T) {
 	assert.Equal(t, "ae30b260a6ccc0efcb8f8ee50175527b930500b02a45225547bbe9081eeb1226", token2)
 	assert.Equal(t, "ee2f43de2e7fad1c9d45c5b28e66c8ad360c98d260c98f90e2af4e0c48f7db55", accountFingerprint(DriverConfig{}, "k"))
 
-	_, ok = sentinelToken(p, DriverConfig{})
+	_, ok = sentinelToken(id, DriverConfig{})
 	assert.False(t, ok, "no token without reuseLease")
-	_, ok = sentinelToken(acquireParamsForTest("c", "e", "", &ws, nil, ""), cfg)
+	_, ok = sentinelToken(identityOf(t, `{"companyId":"c","environmentId":"e","executionWorkspaceId":"ws-1"}`), cfg)
 	assert.False(t, ok, "no token without an agent")
+	_, ok = sentinelToken(identityOf(t, `{"agentId":0,"executionWorkspaceId":"ws-1"}`), cfg)
+	assert.False(t, ok, "an agent id of 0 is falsy")
 
-	file := sentinelFile(p2, token2, time.Date(2026, 11, 29, 10, 0, 0, 123e6, time.UTC))
+	at := time.Date(2026, 11, 29, 10, 0, 0, 123e6, time.UTC)
+	file := sentinelFile(id2, token2, at)
 	assert.Equal(t, "{\n  \"version\": 1,\n  \"token\": \""+token2+"\",\n  \"companyId\": \"c-1\",\n  \"environmentId\": \"env-1\",\n  \"agentId\": \"ag-1\",\n  \"projectlessIssueId\": \"iss-1\",\n  \"adapterType\": null,\n  \"provider\": \"daytona\",\n  \"writtenAt\": \"2026-11-29T10:00:00.123Z\"\n}", string(file))
+}
+
+// The sentinel file holds every member as the host sent it, whatever its
+// type: JSON.stringify(…, null, 2) of the plugin's object, a member sent as
+// null written as null, one not sent left out. The expected files are what
+// the reference wrote for the same params (Node 20).
+func TestSentinelFileIsByteIdenticalForEveryInputShape(t *testing.T) {
+	t.Parallel()
+	cfg := DriverConfig{ReuseLease: true}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC)
+	for _, tc := range []struct {
+		params, file string
+	}{
+		{`{"companyId":"c","environmentId":"e","agentId":"a","executionWorkspaceId":null,"issueId":"i","adapterType":null}`,
+			`{"version":1,"token":"T","companyId":"c","environmentId":"e","agentId":"a","executionWorkspaceId":null,"projectlessIssueId":"i","adapterType":null,"provider":"daytona","writtenAt":"2026-01-02T03:04:05.006Z"}`},
+		{`{"companyId":"c","environmentId":"e","agentId":"a","executionWorkspaceId":"","issueId":"i"}`,
+			`{"version":1,"token":"T","companyId":"c","environmentId":"e","agentId":"a","executionWorkspaceId":"","projectlessIssueId":"i","adapterType":null,"provider":"daytona","writtenAt":"2026-01-02T03:04:05.006Z"}`},
+		{`{"environmentId":"e","agentId":"a","issueId":"i","adapterType":"x"}`,
+			`{"version":1,"token":"T","environmentId":"e","agentId":"a","projectlessIssueId":"i","adapterType":"x","provider":"daytona","writtenAt":"2026-01-02T03:04:05.006Z"}`},
+		{`{"companyId":"c","environmentId":"e","agentId":7,"executionWorkspaceId":{"z":1,"2":[true,"x"],"a":{}},"adapterType":1.50}`,
+			`{"version":1,"token":"T","companyId":"c","environmentId":"e","agentId":7,"executionWorkspaceId":{"2":[true,"x"],"z":1,"a":{}},"adapterType":1.5,"provider":"daytona","writtenAt":"2026-01-02T03:04:05.006Z"}`},
+	} {
+		id := identityOf(t, tc.params)
+		token, ok := sentinelToken(id, cfg)
+		require.True(t, ok, tc.params)
+		var want bytes.Buffer
+		require.NoError(t, json.Indent(&want, []byte(strings.Replace(tc.file, `"T"`, `"`+token+`"`, 1)), "", "  "))
+		got := sentinelFile(id, token, at)
+		assert.Equal(t, want.String(), string(got), tc.params)
+	}
+	// The nested object keeps JavaScript's member order, and the token its
+	// sorted stable JSON, with undefined as null.
+	id := identityOf(t, `{"agentId":7,"executionWorkspaceId":{"z":1,"2":[true,"x"],"a":{}}}`)
+	token, _ := sentinelToken(id, cfg)
+	assert.Equal(t, sha256Hex(`{"adapterType":null,"agentId":7,"companyId":null,"cpu":null,"disk":null,"environmentId":null,"executionWorkspaceId":{"2":[true,"x"],"a":{},"z":1},"gpu":null,"image":null,"memory":null,"provider":"daytona","snapshot":null,"target":null}`), token)
 }
 
 func TestLeaseMetadataNeverChangesAConfigKey(t *testing.T) {

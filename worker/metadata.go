@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
-	"github.com/paperclipai/daytona-worker/protocol"
 )
 
 const (
@@ -114,20 +113,59 @@ type sentinel struct {
 
 func sentinelPath(remoteCwd string) string { return path.Join(remoteCwd, sentinelRelativePath) }
 
+// sentinelIdentity is the acquire params the workspace sentinel is made of,
+// as the host sent them: any JSON value, or absent (undefined).
+type sentinelIdentity struct {
+	companyID, environmentID, agentID, executionWorkspaceID, issueID, adapterType jsMember
+}
+
+// jsMember is one params member: its decoded value, and whether it was sent.
+type jsMember struct {
+	v       any
+	present bool
+}
+
+func memberOf(obj map[string]json.RawMessage, key string) jsMember {
+	v, ok := decodeJS(obj[key])
+	return jsMember{v: v, present: ok}
+}
+
+// stable is the member's value for stableStringify, where undefined is null.
+func (m jsMember) stable() any {
+	if !m.present {
+		return nil
+	}
+	return m.v
+}
+
+// orNull is `member ?? null`.
+func (m jsMember) orNull() any { return m.stable() }
+
+func (m jsMember) truthy() bool { return m.present && jsTruthyValue(m.v) }
+
+// sentinelIdentityOf reads the sentinel's members from acquire's params.
+func sentinelIdentityOf(obj map[string]json.RawMessage) sentinelIdentity {
+	return sentinelIdentity{
+		companyID: memberOf(obj, "companyId"), environmentID: memberOf(obj, "environmentId"),
+		agentID: memberOf(obj, "agentId"), executionWorkspaceID: memberOf(obj, "executionWorkspaceId"),
+		issueID: memberOf(obj, "issueId"), adapterType: memberOf(obj, "adapterType"),
+	}
+}
+
 // sentinelToken is the plugin's workspaceSentinelToken: the sha256 of the
 // stable JSON of the lease identity, or none when the lease is not reusable
-// or lacks an agent and a workspace or issue.
-func sentinelToken(p protocol.AcquireLeaseParams, cfg DriverConfig) (string, bool) {
-	if !cfg.ReuseLease || p.AgentID == "" || (p.ExecutionWorkspaceID == nil || *p.ExecutionWorkspaceID == "") && (p.IssueID == nil || *p.IssueID == "") {
+// or lacks an agent and a workspace or issue (each tested for truthiness).
+func sentinelToken(id sentinelIdentity, cfg DriverConfig) (string, bool) {
+	if !cfg.ReuseLease || !id.agentID.truthy() || !id.executionWorkspaceID.truthy() && !id.issueID.truthy() {
 		return "", false
 	}
 	identity := map[string]any{
 		"provider":             providerName,
-		"companyId":            p.CompanyID,
-		"environmentId":        p.EnvironmentID,
-		"agentId":              p.AgentID,
-		"executionWorkspaceId": nilIfNil(p.ExecutionWorkspaceID),
-		"adapterType":          nilIfEmpty(p.AdapterType),
+		"companyId":            id.companyID.stable(),
+		"environmentId":        id.environmentID.stable(),
+		"agentId":              id.agentID.stable(),
+		"executionWorkspaceId": id.executionWorkspaceID.stable(),
+		"adapterType":          id.adapterType.orNull(),
 		"image":                cfg.Image,
 		"snapshot":             cfg.Snapshot,
 		"target":               cfg.Target,
@@ -136,18 +174,11 @@ func sentinelToken(p protocol.AcquireLeaseParams, cfg DriverConfig) (string, boo
 		"disk":                 cfg.Disk,
 		"gpu":                  cfg.GPU,
 	}
-	if p.ExecutionWorkspaceID == nil || *p.ExecutionWorkspaceID == "" {
-		identity["projectlessIssueId"] = nilIfNil(p.IssueID)
+	if !id.executionWorkspaceID.truthy() {
+		identity["projectlessIssueId"] = id.issueID.stable()
 	}
 	sum := sha256.Sum256([]byte(stableStringify(identity)))
 	return hex.EncodeToString(sum[:]), true
-}
-
-func nilIfNil(s *string) any {
-	if s == nil {
-		return nil
-	}
-	return *s
 }
 
 func nilIfEmpty(s string) any {
@@ -157,61 +188,48 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
-// sentinelFile renders the sentinel file as the plugin writes it
-// (JSON.stringify(…, null, 2), members in the plugin's order, undefined
-// members omitted).
-func sentinelFile(p protocol.AcquireLeaseParams, token string, now time.Time) []byte {
-	type field struct {
-		k string
-		v any
+// sentinelFile renders the sentinel file as the plugin writes it:
+// JSON.stringify(…, null, 2), members in the plugin's order, each value as
+// the host sent it (null written as null), undefined members left out.
+func sentinelFile(id sentinelIdentity, token string, now time.Time) []byte {
+	obj := &jsObject{vals: map[string]any{}}
+	add := func(k string, v any) {
+		obj.keys = append(obj.keys, k)
+		obj.vals[k] = v
 	}
-	fields := []field{{"version", 1}, {"token", token}, {"companyId", p.CompanyID}, {"environmentId", p.EnvironmentID}}
-	if p.AgentID != "" {
-		fields = append(fields, field{"agentId", p.AgentID})
+	addMember := func(k string, m jsMember) {
+		if m.present {
+			add(k, m.v)
+		}
 	}
-	if p.ExecutionWorkspaceID != nil {
-		fields = append(fields, field{"executionWorkspaceId", *p.ExecutionWorkspaceID})
+	add("version", json.Number("1"))
+	add("token", token)
+	addMember("companyId", id.companyID)
+	addMember("environmentId", id.environmentID)
+	addMember("agentId", id.agentID)
+	addMember("executionWorkspaceId", id.executionWorkspaceID)
+	if !id.executionWorkspaceID.truthy() {
+		addMember("projectlessIssueId", id.issueID)
 	}
-	if p.ExecutionWorkspaceID == nil || *p.ExecutionWorkspaceID == "" {
-		fields = append(fields, field{"projectlessIssueId", nilIfNil(p.IssueID)})
-	}
-	fields = append(fields,
-		field{"adapterType", nilIfEmpty(p.AdapterType)},
-		field{"provider", providerName},
-		field{"writtenAt", now.UTC().Format("2006-01-02T15:04:05.000Z")},
-	)
+	add("adapterType", id.adapterType.orNull())
+	add("provider", providerName)
+	add("writtenAt", now.UTC().Format("2006-01-02T15:04:05.000Z"))
 	var b bytes.Buffer
-	b.WriteString("{\n")
-	for i, f := range fields {
-		b.WriteString("  " + jsonString(f.k) + ": ")
-		switch v := f.v.(type) {
-		case string:
-			b.WriteString(jsonString(v))
-		case nil:
-			b.WriteString("null")
-		case int:
-			b.WriteString(jsNumberString(float64(v)))
-		}
-		if i < len(fields)-1 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('\n')
-	}
-	b.WriteString("}")
+	writeJSIndented(&b, obj, 0)
 	return b.Bytes()
 }
 
 // writeSentinel is the plugin's writeWorkspaceSentinel.
-func writeSentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, p protocol.AcquireLeaseParams, cfg DriverConfig, now time.Time) (sentinel, error) {
+func writeSentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, id sentinelIdentity, cfg DriverConfig, now time.Time) (sentinel, error) {
 	sp := sentinelPath(remoteCwd)
-	token, ok := sentinelToken(p, cfg)
+	token, ok := sentinelToken(id, cfg)
 	if !ok {
 		return sentinel{Path: sp, Result: sentinelResultSkipped}, nil
 	}
 	if err := tb.CreateFolder(ctx, path.Dir(sp), "755"); err != nil {
 		return sentinel{}, err
 	}
-	if err := tb.UploadFile(ctx, sp, bytes.NewReader(sentinelFile(p, token, now))); err != nil {
+	if err := tb.UploadFile(ctx, sp, bytes.NewReader(sentinelFile(id, token, now))); err != nil {
 		return sentinel{}, err
 	}
 	return sentinel{Path: sp, Token: &token, Result: sentinelResultWritten}, nil
@@ -219,7 +237,7 @@ func writeSentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, p
 
 // verifySentinel is the plugin's verifyWorkspaceSentinel: the token the host
 // stored must be in the sandbox's sentinel file.
-func verifySentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, leaseMetadata map[string]any, timeoutSecs int) (sentinel, error) {
+func verifySentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, leaseMetadata map[string]any, timeoutSecs float64) (sentinel, error) {
 	stored, _ := leaseMetadata["workspaceSentinel"].(map[string]any)
 	sp := sentinelPath(remoteCwd)
 	if p, ok := stored["path"].(string); ok {
@@ -229,7 +247,7 @@ func verifySentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, 
 	if !ok {
 		return sentinel{Path: sp, Result: sentinelResultMissing}, nil
 	}
-	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: "cat " + shellQuote(sp), Timeout: time.Duration(timeoutSecs) * time.Second})
+	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: "cat " + shellQuote(sp), TimeoutSeconds: timeoutSecs})
 	if err != nil {
 		return sentinel{}, err
 	}

@@ -1,9 +1,13 @@
 package worker
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+
+	"github.com/paperclipai/daytona-worker/protocol"
 )
 
 // describeDecodeError turns a params decoding error into a sentence naming
@@ -36,4 +40,196 @@ func jsonKind(goKind string) string {
 		return "a value of another type"
 	}
 	return "of another type"
+}
+
+// The plugin reads its params as a JavaScript object, without checking
+// types: a member read on an absent or null value throws (a TypeError the
+// runtime answers with -32002), while many wrong types are read leniently
+// (a non-number timeout falls back, a flag is truthy or not, a non-object
+// member read through `?.` is undefined). The helpers below bring the
+// host's params into the shape the handlers decode, doing what the plugin
+// does with each member; what the plugin would throw on is answered with
+// -32602 (see differences.txt, wrong-param-types).
+
+// paramsObject decodes a driver method's params, which must be an object:
+// the plugin's first member read throws on anything else.
+func paramsObject(method string, raw json.RawMessage) (map[string]json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, protocol.InvalidParams(method, errors.New("params must be an object"))
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &obj); err != nil {
+		return nil, protocol.InvalidParams(method, describeDecodeError(err))
+	}
+	return obj, nil
+}
+
+// jsonKindOf names the JSON type of a raw value: "string", "number",
+// "bool", "null", "object", "array" (or "" when absent).
+func jsonKindOf(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	switch raw[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+// jsTruthyRaw is JavaScript's truthiness of a JSON value (absent: false).
+func jsTruthyRaw(raw json.RawMessage) bool {
+	switch jsonKindOf(raw) {
+	case "", "null":
+		return false
+	case "bool":
+		return bytes.Equal(bytes.TrimSpace(raw), []byte("true"))
+	case "string":
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s != ""
+	case "number":
+		f := jsNumber(json.Number(bytes.TrimSpace(raw)))
+		return f != 0 && !math.IsNaN(f)
+	}
+	return true // objects and arrays
+}
+
+var (
+	jsonTrue  = json.RawMessage("true")
+	jsonFalse = json.RawMessage("false")
+	jsonNull  = json.RawMessage("null")
+)
+
+// truthyFlag replaces a member the plugin tests for truthiness with the
+// boolean it tests as.
+func truthyFlag(obj map[string]json.RawMessage, key string) {
+	if v, ok := obj[key]; ok {
+		if jsTruthyRaw(v) {
+			obj[key] = jsonTrue
+		} else {
+			obj[key] = jsonFalse
+		}
+	}
+}
+
+// falsyAsNull replaces a falsy member (false, 0, "", null) with null: the
+// plugin's `if (!x)` treats them all as absent.
+func falsyAsNull(obj map[string]json.RawMessage, key string) {
+	if v, ok := obj[key]; ok && !jsTruthyRaw(v) {
+		obj[key] = jsonNull
+	}
+}
+
+// onlyKind drops a member that is not of the JSON kind the plugin uses (it
+// reads other kinds as absent: `typeof x === "number"`, `x?.member`).
+func onlyKind(obj map[string]json.RawMessage, key string, kinds ...string) {
+	v, ok := obj[key]
+	if !ok {
+		return
+	}
+	k := jsonKindOf(v)
+	for _, want := range kinds {
+		if k == want {
+			return
+		}
+	}
+	delete(obj, key)
+}
+
+// stringifyMember turns a non-string, non-null member into its JavaScript
+// String() form: the plugin only uses it as a value (a cache key), where any
+// type works.
+func stringifyMember(obj map[string]json.RawMessage, key string) {
+	v, ok := obj[key]
+	if !ok {
+		return
+	}
+	switch jsonKindOf(v) {
+	case "string", "null":
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var x any
+	if dec.Decode(&x) != nil {
+		return
+	}
+	b, _ := json.Marshal(jsString(x))
+	obj[key] = b
+}
+
+// nested applies fn to the object member key (when it is an object), and
+// stores the result back.
+func nested(obj map[string]json.RawMessage, key string, fn func(map[string]json.RawMessage)) {
+	v, ok := obj[key]
+	if !ok || jsonKindOf(v) != "object" {
+		return
+	}
+	var inner map[string]json.RawMessage
+	if json.Unmarshal(v, &inner) != nil {
+		return
+	}
+	fn(inner)
+	b, err := json.Marshal(inner)
+	if err == nil {
+		obj[key] = b
+	}
+}
+
+// requireObject fails when a member the plugin reads members of is absent
+// or null (its read throws); other non-objects read as empty objects.
+func requireObject(method string, obj map[string]json.RawMessage, key string) error {
+	switch jsonKindOf(obj[key]) {
+	case "", "null":
+		return protocol.InvalidParams(method, fmt.Errorf("params.%s must be an object", key))
+	case "object":
+		return nil
+	}
+	obj[key] = json.RawMessage("{}")
+	return nil
+}
+
+// baseValueKeys are the members every driver method carries; the plugin
+// only uses them as values (cache keys, labels).
+var baseValueKeys = []string{"driverKey", "companyId", "environmentId"}
+
+// decodeDriverParams decodes a driver method's params into v after prepare
+// (which may rewrite members as the plugin reads them) has run.
+func decodeDriverParams(method string, raw json.RawMessage, v any, prepare func(map[string]json.RawMessage) error) error {
+	obj, err := paramsObject(method, raw)
+	if err != nil {
+		return err
+	}
+	if prepare != nil {
+		if err := prepare(obj); err != nil {
+			return err
+		}
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return protocol.InvalidParams(method, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return protocol.InvalidParams(method, describeDecodeError(err))
+	}
+	return nil
+}
+
+// keyOnlyBase stringifies the base members of a method that uses them only
+// in cache keys (never sends them to Daytona).
+func keyOnlyBase(obj map[string]json.RawMessage) {
+	for _, k := range baseValueKeys {
+		stringifyMember(obj, k)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/protocol"
@@ -40,8 +39,8 @@ func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg Drive
 	if err != nil {
 		return nil, err
 	}
-	timeout := time.Duration(cfg.TimeoutMs) * time.Millisecond
-	secs := timeoutSeconds(cfg.TimeoutMs)
+	timeout := daytona.SecondsDuration(jsTimeoutSeconds(cfg.TimeoutMs))
+	secs := jsTimeoutSeconds(cfg.TimeoutMs)
 	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID, reuseLease: cfg.ReuseLease, purpose: "probe"})
 	bctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

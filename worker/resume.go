@@ -28,7 +28,14 @@ func expiredLease(extra map[string]any) leaseResult {
 // expired; any other failure is an error the host may retry.
 func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.ResumeLeaseParams
-	if err := decodeParams(protocol.MethodEnvironmentResumeLease, raw, &p); err != nil {
+	err := decodeDriverParams(protocol.MethodEnvironmentResumeLease, raw, &p, func(obj map[string]json.RawMessage) error {
+		keyOnlyBase(obj)
+		// The sentinel check reads leaseMetadata?.workspaceSentinel: any
+		// other kind has no members.
+		onlyKind(obj, "leaseMetadata", "object")
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	rc, cfg, err := decodeConfig(protocol.MethodEnvironmentResumeLease, p.Config)
@@ -99,7 +106,7 @@ func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, err
 			w.leases.evictHandle(key, s.h)
 			return nil, err
 		}
-		sent, err := verifySentinel(ctx, tb, remoteCwd, p.LeaseMetadata, secs)
+		sent, err := verifySentinel(ctx, tb, remoteCwd, p.LeaseMetadata, jsTimeoutSeconds(cfg.TimeoutMs))
 		if err != nil {
 			w.leases.evictHandle(key, s.h)
 			return nil, err
@@ -108,7 +115,7 @@ func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, err
 			w.leases.evictHandle(key, s.h)
 			return expiredLease(map[string]any{"workspaceSentinel": sent}), nil
 		}
-		shell := detectShell(ctx, tb, secs)
+		shell := detectShell(ctx, tb, jsTimeoutSeconds(cfg.TimeoutMs))
 		w.leases.markFresh(key)
 		w.leases.open(key)
 		id := s.id()
@@ -124,22 +131,57 @@ func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, err
 // realizeWorkspace makes sure the lease's sandbox runs and its workspace
 // folder exists, and tells the host where it is.
 func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any, error) {
+	const method = protocol.MethodEnvironmentRealizeWorkspace
 	var p protocol.RealizeWorkspaceParams
-	if err := decodeParams(protocol.MethodEnvironmentRealizeWorkspace, raw, &p); err != nil {
-		return nil, err
-	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentRealizeWorkspace, p.Config)
+	var remoteCwd string
+	err := decodeDriverParams(method, raw, &p, func(obj map[string]json.RawMessage) error {
+		keyOnlyBase(obj)
+		// The plugin reads, in order: the config, lease.metadata?.remoteCwd
+		// and, when that is no non-blank string, workspace.remotePath ??
+		// workspace.localPath. Reading a member of an absent or null value
+		// throws there.
+		if _, err := decodeRawConfig(obj["config"]); err != nil {
+			return protocol.InvalidParams(method, err)
+		}
+		if err := requireObject(method, obj, "lease"); err != nil {
+			return err
+		}
+		nested(obj, "lease", func(lease map[string]json.RawMessage) {
+			falsyAsNull(lease, "providerLeaseId")
+			onlyKind(lease, "metadata", "object")
+			onlyKind(lease, "expiresAt", "string")
+			var meta struct {
+				RemoteCwd json.RawMessage `json:"remoteCwd"`
+			}
+			_ = json.Unmarshal(lease["metadata"], &meta)
+			var s string
+			if jsonKindOf(meta.RemoteCwd) == "string" && json.Unmarshal(meta.RemoteCwd, &s) == nil {
+				remoteCwd = strings.TrimFunc(s, isJSWhitespace)
+			}
+		})
+		if remoteCwd == "" {
+			return requireObject(method, obj, "workspace")
+		}
+		delete(obj, "workspace") // not read
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	cwd := "/paperclip-workspace"
-	switch {
-	case p.Lease.Metadata != nil && strings.TrimSpace(asString(p.Lease.Metadata["remoteCwd"])) != "":
-		cwd = strings.TrimSpace(asString(p.Lease.Metadata["remoteCwd"]))
-	case p.Workspace.RemotePath != nil:
-		cwd = *p.Workspace.RemotePath
-	case p.Workspace.LocalPath != nil:
-		cwd = *p.Workspace.LocalPath
+	_, cfg, err := decodeConfig(method, p.Config)
+	if err != nil {
+		return nil, err
+	}
+	cwd := remoteCwd
+	if cwd == "" {
+		switch {
+		case p.Workspace.RemotePath != nil:
+			cwd = *p.Workspace.RemotePath
+		case p.Workspace.LocalPath != nil:
+			cwd = *p.Workspace.LocalPath
+		default:
+			cwd = "/paperclip-workspace"
+		}
 	}
 	if p.Lease.ProviderLeaseID != nil && *p.Lease.ProviderLeaseID != "" {
 		sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, cfg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"path"
 	"strings"
@@ -112,7 +113,7 @@ func withLiveness[T any](ctx context.Context, operation string, ms float64, call
 	if ms <= 0 || !isFinite(ms) {
 		return call(ctx)
 	}
-	cctx, cancel := context.WithTimeout(ctx, time.Duration(ms*float64(time.Millisecond)))
+	cctx, cancel := context.WithTimeout(ctx, daytona.MillisecondsDuration(ms))
 	defer cancel()
 	v, err := call(cctx)
 	if err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
@@ -205,8 +206,8 @@ var settlingStates = map[daytona.SandboxState]daytona.SandboxState{
 // template capture) is waited for until Daytona gives it back.
 func (s *leaseSandbox) ensureStarted(ctx context.Context, timeoutSecs int) error {
 	sbx := s.snapshot()
-	timeout := time.Duration(timeoutSecs) * time.Second
-	bound := timeout + startBoundMargin
+	timeout := time.Duration(timeoutSecs) * time.Second // timeoutSecs saturates below overflow
+	bound := satAdd(timeout, startBoundMargin)
 	if sbx.State == daytona.StateSnapshotting {
 		got, err := withBound(ctx, "sandbox.snapshotWait", bound, func(ctx context.Context) (*daytona.Sandbox, error) {
 			return s.client.WaitSnapshotDone(ctx, sbx.ID, timeout)
@@ -256,6 +257,14 @@ func (s *leaseSandbox) ensureStarted(ctx context.Context, timeoutSecs int) error
 	return err
 }
 
+// satAdd adds two non-negative durations, saturating instead of overflowing.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 // withBound runs a lifecycle call under a hard bound, reporting a hang that
 // the SDK deadline missed with the liveness wording.
 func withBound[T any](ctx context.Context, operation string, bound time.Duration, call func(context.Context) (T, error)) (T, error) {
@@ -291,8 +300,8 @@ const detectShellScript = "if command -v bash >/dev/null 2>&1; then printf bash;
 
 // detectShell is the plugin's detectSandboxShellCommand: bash when the
 // sandbox has it, sh otherwise (also when the probe itself fails).
-func detectShell(ctx context.Context, tb *daytona.Toolbox, timeoutSecs int) string {
-	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: detectShellScript, Timeout: time.Duration(timeoutSecs) * time.Second})
+func detectShell(ctx context.Context, tb *daytona.Toolbox, timeoutSecs float64) string {
+	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: detectShellScript, TimeoutSeconds: timeoutSecs})
 	if err == nil && strings.TrimSpace(res.Result) == "bash" {
 		return "bash"
 	}

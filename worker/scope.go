@@ -99,6 +99,8 @@ func writeStable(b *strings.Builder, v any) {
 			writeStable(b, x)
 		}
 		b.WriteByte(']')
+	case *jsObject:
+		writeStable(b, v.vals)
 	case map[string]any:
 		keys := make([]string, 0, len(v))
 		for k := range v {

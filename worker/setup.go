@@ -210,8 +210,8 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 		return nil, err
 	}
 	minutes := connectionExpiresInMinutes(p.ConnectionExpiresInMinutes)
-	budget := time.Duration(cfg.TimeoutMs) * time.Millisecond
-	secs := timeoutSeconds(cfg.TimeoutMs)
+	// toTimeoutSeconds(timeoutMs) as the plugin's create has it, saturating.
+	budget := daytona.SecondsDuration(jsTimeoutSeconds(cfg.TimeoutMs))
 	bctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 
@@ -241,7 +241,7 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 	if err != nil {
 		return nil, su.failAfterCreate(bctx, "workspace", err)
 	}
-	shell := detectShell(bctx, tb, secs)
+	shell := detectShell(bctx, tb, jsTimeoutSeconds(cfg.TimeoutMs))
 	conn, err := w.createSSHConnection(bctx, client, sbx.ID, minutes)
 	if err != nil {
 		return nil, su.failAfterCreate(bctx, "ssh access", err)
@@ -382,7 +382,7 @@ func (w *Worker) getInteractiveSetup(ctx context.Context, raw json.RawMessage) (
 		if err != nil {
 			return nil, err
 		}
-		shell := detectShell(ctx, tb, secs)
+		shell := detectShell(ctx, tb, jsTimeoutSeconds(cfg.TimeoutMs))
 		conn := sshConnection{summary: redactedSummary()}
 		if withPayload {
 			if conn, err = w.createSSHConnection(ctx, s.client, s.id(), connectionExpiresInMinutes(p.ConnectionExpiresInMinutes)); err != nil {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf16"
 )
 
 // envVar is one caller environment entry, in the order the host sent it.
@@ -16,19 +19,34 @@ type envVar struct {
 	ok    bool // the value was a JSON string; others are dropped, as in the plugin
 }
 
-// orderedEnv decodes a JSON object keeping member order, because the plugin
-// builds its `env K=V …` line in insertion order.
+// orderedEnv decodes the env member as the plugin reads it, keeping member
+// order, because the plugin builds its `env K=V …` line in insertion order.
+// It takes `env ?? {}` and Object.keys of it: a string or an array has its
+// indices as keys ("0", "1", …, which no variable name can be), a number or
+// a boolean none; an object's keys come in JavaScript's order (indices
+// first, ascending, then the others as given).
 func orderedEnv(raw json.RawMessage) ([]envVar, error) {
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+	switch jsonKindOf(raw) {
+	case "", "null", "number", "bool":
 		return nil, nil
+	case "string", "array":
+		v, _ := decodeJS(raw)
+		n := 0
+		switch v := v.(type) {
+		case string:
+			n = len(utf16.Encode([]rune(v)))
+		case []any:
+			n = len(v)
+		}
+		out := make([]envVar, n)
+		for i := range out {
+			out[i] = envVar{key: strconv.Itoa(i)}
+		}
+		return out, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil {
+	if _, err := dec.Token(); err != nil {
 		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, fmt.Errorf("params.env must be an object")
 	}
 	var out []envVar
 	index := map[string]int{}
@@ -51,6 +69,14 @@ func orderedEnv(raw json.RawMessage) ([]envVar, error) {
 		index[key] = len(out)
 		out = append(out, e)
 	}
+	// Array-index keys come first, ascending, as Object.keys lists them.
+	sort.SliceStable(out, func(i, j int) bool {
+		ai, bi := isArrayIndex(out[i].key), isArrayIndex(out[j].key)
+		if ai && bi {
+			return len(out[i].key) < len(out[j].key) || len(out[i].key) == len(out[j].key) && out[i].key < out[j].key
+		}
+		return ai && !bi
+	})
 	return out, nil
 }
 

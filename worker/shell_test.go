@@ -64,8 +64,22 @@ func TestOrderedEnvKeepsFirstPositionOfRepeatedKeys(t *testing.T) {
 	env, err := orderedEnv(json.RawMessage(`{"A":"1","B":"2","A":"3"}`))
 	require.NoError(t, err)
 	assert.Equal(t, []envVar{{key: "A", value: "3", ok: true}, {key: "B", value: "2", ok: true}}, env)
-	_, err = orderedEnv(json.RawMessage(`["A"]`))
-	assert.Error(t, err)
+	// Object.keys of an array or a string lists its indices; of a number,
+	// nothing. An object lists its index keys first.
+	env, err = orderedEnv(json.RawMessage(`["A","B"]`))
+	require.NoError(t, err)
+	assert.Equal(t, []envVar{{key: "0"}, {key: "1"}}, env)
+	env, err = orderedEnv(json.RawMessage(`"é😀"`))
+	require.NoError(t, err)
+	assert.Len(t, env, 3, "UTF-16 code units")
+	env, err = orderedEnv(json.RawMessage(`7`))
+	require.NoError(t, err)
+	assert.Empty(t, env)
+	env, err = orderedEnv(json.RawMessage(`{"-x":"1","10":"2","9":"3"}`))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"9", "10", "-x"}, []string{env[0].key, env[1].key, env[2].key})
+	_, err = loginShellScript("true", nil, "", env, "")
+	assert.EqualError(t, err, "Invalid sandbox environment variable key: 9")
 }
 
 func TestIsGitNetworkCommand(t *testing.T) {

@@ -67,14 +67,27 @@ func (t *teardown) end() {
 	t.w.leases.evictHandle(t.key, nil)
 }
 
-// decodeTeardown decodes release/stop/destroy params and their config.
-func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (protocol.ReleaseLeaseParams, DriverConfig, error) {
-	var p protocol.ReleaseLeaseParams
-	if err := decodeParams(method, raw, &p); err != nil {
-		return p, DriverConfig{}, err
+// decodeTeardown decodes release/stop/destroy params and their config, as
+// the plugin reads them: a falsy providerLeaseId (absent, null, "", 0,
+// false) means there is nothing to tear down, and is checked before the
+// config is read (noLease); cancelActiveWork is tested for truthiness.
+func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (p protocol.ReleaseLeaseParams, cfg DriverConfig, noLease bool, err error) {
+	err = decodeDriverParams(method, raw, &p, func(obj map[string]json.RawMessage) error {
+		keyOnlyBase(obj)
+		falsyAsNull(obj, "providerLeaseId")
+		truthyFlag(obj, "cancelActiveWork")
+		onlyKind(obj, "leaseMetadata", "object")
+		onlyKind(obj, "resourceDisposition", "string")
+		return nil
+	})
+	if err != nil {
+		return p, cfg, false, err
 	}
-	_, cfg, err := decodeConfig(method, p.Config)
-	return p, cfg, err
+	if p.ProviderLeaseID == nil {
+		return p, cfg, true, nil
+	}
+	_, cfg, err = decodeConfig(method, p.Config)
+	return p, cfg, false, err
 }
 
 // releaseLease ends a run's use of a lease: a reusable lease is stopped
@@ -82,12 +95,9 @@ func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (protocol.Re
 // anything else is deleted. With cancelActiveWork the sandbox is stopped at
 // once instead of waiting for work in progress.
 func (w *Worker) releaseLease(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, cfg, err := w.decodeTeardown(protocol.MethodEnvironmentReleaseLease, raw)
-	if err != nil {
+	p, cfg, noLease, err := w.decodeTeardown(protocol.MethodEnvironmentReleaseLease, raw)
+	if err != nil || noLease {
 		return nil, err
-	}
-	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
-		return nil, nil
 	}
 	if p.ResourceDisposition == "stop_and_retain" {
 		return w.stopRetained(ctx, p, cfg)
@@ -145,12 +155,9 @@ func (w *Worker) releaseLease(ctx context.Context, raw json.RawMessage) (any, er
 // is already destroyed. A lease recorded from a failed creation is cleaned
 // up by the attempt's name and labels.
 func (w *Worker) destroyLease(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, cfg, err := w.decodeTeardown(protocol.MethodEnvironmentDestroyLease, raw)
-	if err != nil {
+	p, cfg, noLease, err := w.decodeTeardown(protocol.MethodEnvironmentDestroyLease, raw)
+	if err != nil || noLease {
 		return nil, err
-	}
-	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
-		return nil, nil
 	}
 	if pending, ok := p.LeaseMetadata["failedCreateCleanup"].(map[string]any); ok {
 		return w.cleanupFailedCreate(ctx, p, cfg, pending)
@@ -170,11 +177,11 @@ func (w *Worker) destroyLease(ctx context.Context, raw json.RawMessage) (any, er
 // stopLease stops the exact sandbox and keeps its files: auto-delete is
 // disabled first, and a failed stop is an error, never a delete.
 func (w *Worker) stopLease(ctx context.Context, raw json.RawMessage) (any, error) {
-	p, cfg, err := w.decodeTeardown(protocol.MethodEnvironmentStopLease, raw)
+	p, cfg, noLease, err := w.decodeTeardown(protocol.MethodEnvironmentStopLease, raw)
 	if err != nil {
 		return nil, err
 	}
-	if p.ProviderLeaseID == nil || *p.ProviderLeaseID == "" {
+	if noLease {
 		return nil, errors.New("Daytona stop requires a provider lease id.")
 	}
 	return w.stopRetained(ctx, p, cfg)
@@ -268,7 +275,7 @@ func (t *teardown) terminateBound() time.Duration {
 	if ms <= 0 {
 		ms = defaultTimeoutMs
 	}
-	return time.Duration(ms)*time.Millisecond + startBoundMargin
+	return satAdd(daytona.MillisecondsDuration(ms), startBoundMargin)
 }
 
 func (t *teardown) stop(ctx context.Context, s *leaseSandbox, cfg DriverConfig) error {

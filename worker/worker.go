@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -238,8 +239,16 @@ func (w *Worker) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 	return protocol.InitializeResult{OK: true, SupportedMethods: protocol.SupportedMethods()}, nil
 }
 
-// decodeParams decodes params into v, treating absent or null params as {}.
+// decodeParams decodes params into v. The environment driver methods read
+// members of their params at once, which throws in the plugin when params
+// is absent, null or not an object: invalid params here. The runtime's own
+// methods treat absent or null params as {}.
 func decodeParams(method string, raw json.RawMessage, v any) error {
+	if strings.HasPrefix(method, "environment") {
+		if _, err := paramsObject(method, raw); err != nil {
+			return err
+		}
+	}
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}

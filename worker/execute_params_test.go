@@ -1,0 +1,102 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+// execResultJSON runs one execute and decodes its result.
+func execResultJSON(t *testing.T, l *handlerLease, members string) (map[string]any, error) {
+	t.Helper()
+	res, err := l.execute(t.Context(), members)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(res)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	return m, nil
+}
+
+// environmentExecute reads its params as the plugin does: any finite
+// timeout is a timeout (JavaScript arithmetic, on both paths, no overflow),
+// a timeout that is not a number falls back to the config's, a truthy
+// bypassSession runs one-shot, a falsy cwd is no cwd.
+func TestExecuteReadsItsParamsAsThePluginDoes(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	t.Cleanup(func() { _ = l.destroy(context.Background()) })
+
+	for _, tc := range []struct {
+		name, members, stdout string
+	}{
+		{"session, a timeout past what a Duration holds", `"command":"echo","args":["ran"],"timeoutMs":1e13`, "ran\n"},
+		{"session, the largest finite timeout", `"command":"echo","args":["ran"],"timeoutMs":1.7976931348623157e308`, "ran\n"},
+		{"one-shot, a timeout of 160 years", `"command":"echo","args":["ran"],"timeoutMs":5e12,"bypassSession":true`, "ran\n"},
+		{"a timeout given as a string falls back", `"command":"echo","args":["ran"],"timeoutMs":"5000"`, "ran\n"},
+		{"a timeout of an object falls back", `"command":"echo","args":["ran"],"timeoutMs":{"ms":1}`, "ran\n"},
+		{"a negative timeout falls back", `"command":"echo","args":["ran"],"timeoutMs":-1`, "ran\n"},
+		{"a truthy bypassSession", `"command":"echo","args":["one-shot"],"bypassSession":"yes"`, "one-shot\n"},
+		{"a falsy cwd", `"command":"echo","args":["ran"],"cwd":0`, "ran\n"},
+		{"env of a number has no keys", `"command":"echo","args":["ran"],"env":5`, "ran\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := execResultJSON(t, l, tc.members)
+			require.NoError(t, err)
+			assert.Equal(t, false, m["timedOut"], "%v", m)
+			assert.EqualValues(t, 0, m["exitCode"], "%v", m)
+			assert.Equal(t, tc.stdout, m["stdout"])
+		})
+	}
+
+	// A string env is an object of its characters: its keys are indices,
+	// which the plugin refuses as variable names.
+	_, err := execResultJSON(t, l, `"command":"true","env":"ab"`)
+	assert.EqualError(t, err, "Invalid sandbox environment variable key: 0")
+
+	// Reading the lease's id throws in the plugin without a lease object.
+	_, err = l.w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentExecute, `{`+l.base+`,"command":"true"}`))
+	var rpcErr *protocol.Error
+	require.ErrorAs(t, err, &rpcErr)
+	assert.Equal(t, protocol.CodeInvalidParams, rpcErr.Code)
+	// A falsy id is "no lease".
+	for _, id := range []string{`null`, `""`, `0`, `false`} {
+		res, err := l.w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentExecute, `{`+l.base+`,"lease":{"providerLeaseId":`+id+`},"command":"true"}`))
+		require.NoError(t, err, id)
+		b, _ := json.Marshal(res)
+		assert.JSONEq(t, `{"exitCode":1,"timedOut":false,"stdout":"","stderr":"No provider lease ID available for execution."}`, string(b), id)
+	}
+}
+
+// A session command that outlives a timeout too large for a Duration is
+// reported with the plugin's arithmetic (Math.round(ms / 1000) written as
+// JavaScript writes numbers), never a wrapped-around negative.
+func TestTimeoutMessageUsesJavaScriptArithmetic(t *testing.T) {
+	t.Parallel()
+	for ms, want := range map[float64]string{
+		1000:    "Command timed out after 1 s.",
+		1499:    "Command timed out after 1 s.",
+		1500:    "Command timed out after 2 s.",
+		1e13:    "Command timed out after 10000000000 s.",
+		1e24:    "Command timed out after 1e+21 s.",
+		9.3e15:  "Command timed out after 9300000000000 s.",
+		2.5e300: "Command timed out after 2.5000000000000002e+297 s.", // as Node writes it
+	} {
+		c := &command{timeoutMs: ms}
+		assert.Equal(t, want, c.timeoutMessage(), "%g", ms)
+		assert.Positive(t, c.effectiveTimeout(), "%g", ms)
+	}
+}
