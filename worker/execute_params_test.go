@@ -100,3 +100,33 @@ func TestTimeoutMessageUsesJavaScriptArithmetic(t *testing.T) {
 		assert.Positive(t, c.effectiveTimeout(), "%g", ms)
 	}
 }
+
+// environmentRealizeWorkspace reads config, lease.metadata?.remoteCwd and,
+// without one, workspace.remotePath ?? workspace.localPath: a member read on
+// an absent value throws in the plugin (invalid params here), nothing is
+// made up.
+func TestRealizeReadsItsParamsAsThePluginDoes(t *testing.T) {
+	t.Parallel()
+	w := New(discardHost{}, Options{Logger: zerolog.Nop(), Getenv: func(string) string { return "" }})
+	base := `"driverKey":"daytona","companyId":"c","environmentId":"e","config":{}`
+	for _, params := range []string{``, `null`, `{}`, `"x"`, `{` + base + `}`, `{` + base + `,"lease":null,"workspace":{}}`,
+		`{` + base + `,"lease":{}}`, `{"lease":{"metadata":{"remoteCwd":"/w"}}}`} {
+		_, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentRealizeWorkspace, params))
+		var rpcErr *protocol.Error
+		if assert.ErrorAs(t, err, &rpcErr, params) {
+			assert.Equal(t, protocol.CodeInvalidParams, rpcErr.Code, params)
+		}
+	}
+	for params, cwd := range map[string]string{
+		`{` + base + `,"lease":{"metadata":{"remoteCwd":" /w \u00a0"}}}`:                        "/w",
+		`{` + base + `,"lease":{"metadata":{"remoteCwd":"  "}},"workspace":{"localPath":"/l"}}`: "/l",
+		`{` + base + `,"lease":"x","workspace":{"remotePath":"/r","localPath":"/l"}}`:           "/r",
+		`{` + base + `,"lease":{"providerLeaseId":""},"workspace":{"remotePath":null}}`:         "/paperclip-workspace",
+		`{` + base + `,"lease":{"metadata":"not an object"},"workspace":[]}`:                    "/paperclip-workspace",
+	} {
+		res, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentRealizeWorkspace, params))
+		require.NoError(t, err, params)
+		b, _ := json.Marshal(res)
+		assert.JSONEq(t, `{"cwd":"`+cwd+`","metadata":{"provider":"daytona","remoteCwd":"`+cwd+`"}}`, string(b), params)
+	}
+}
