@@ -148,6 +148,7 @@ func New(cfg Config) (*Client, error) {
 	if c.http == nil {
 		c.http = NewHTTPClient()
 	}
+	c.http = withoutRedirects(c.http)
 	c.streams = newStreamDialer(c.http)
 	if c.clock == nil {
 		c.clock = realClock{}
@@ -198,6 +199,29 @@ func (c *Client) now() time.Time {
 		return time.Now()
 	}
 	return c.clock.Now()
+}
+
+// withoutRedirects returns hc (or a copy sharing its transport) that never
+// follows a redirect: a 3xx from Daytona is answered as the error it is.
+// Following it would send the bearer key wherever it points.
+func withoutRedirects(hc *http.Client) *http.Client {
+	cp := *hc
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &cp
+}
+
+// checkSegment refuses an ID or name that cannot be one path segment: an
+// empty one, and "." or "..", which every URL resolver (Node's and the
+// server's) collapses into another endpoint. Nothing is sent for it; every
+// other character is escaped by joinURL.
+func checkSegment(op, s string) error {
+	switch s {
+	case "":
+		return &InvalidArgumentError{Message: "daytona: " + op + ": empty sandbox ID or name"}
+	case ".", "..":
+		return &InvalidArgumentError{Message: fmt.Sprintf("daytona: %s: %q is no sandbox ID or name (it would name another endpoint)", op, s)}
+	}
+	return nil
 }
 
 // apiEndpoint joins the control-plane base with path segments, escaping each.

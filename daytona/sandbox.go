@@ -300,8 +300,8 @@ func (c *Client) CreateAndWait(ctx context.Context, p CreateParams, timeout time
 
 // Get fetches a sandbox by ID or name.
 func (c *Client) Get(ctx context.Context, idOrName string) (*Sandbox, error) {
-	if idOrName == "" {
-		return nil, errors.New("daytona: get: empty sandbox ID or name")
+	if err := checkSegment("get", idOrName); err != nil {
+		return nil, err
 	}
 	var sb Sandbox
 	if err := c.getJSON(ctx, c.apiEndpoint("sandbox", idOrName), &sb); err != nil {
@@ -313,6 +313,9 @@ func (c *Client) Get(ctx context.Context, idOrName string) (*Sandbox, error) {
 // ToolboxProxyURL asks the control plane for a sandbox's toolbox proxy base;
 // only needed when a Sandbox arrived without ToolboxProxyURL.
 func (c *Client) ToolboxProxyURL(ctx context.Context, sandboxID string) (string, error) {
+	if err := checkSegment("toolbox proxy URL", sandboxID); err != nil {
+		return "", err
+	}
 	var out struct {
 		URL string `json:"url"`
 	}
@@ -414,8 +417,8 @@ func (c *Client) ListAll(ctx context.Context, opts *ListOptions) iter.Seq2[*Sand
 
 // lifecycle posts to /sandbox/{id}/{action} and decodes the sandbox reply.
 func (c *Client) lifecycle(ctx context.Context, id, action string, query map[string]string) (*Sandbox, error) {
-	if id == "" {
-		return nil, fmt.Errorf("daytona: %s: empty sandbox ID", action)
+	if err := checkSegment(action, id); err != nil {
+		return nil, err
 	}
 	u := c.apiEndpoint("sandbox", id, action)
 	if len(query) > 0 {
@@ -509,8 +512,8 @@ func (c *Client) RecoverAndWait(ctx context.Context, id string, timeout time.Dur
 // Like the npm api-client 0.220.0, it sends no "force" parameter (the API
 // has none for delete; Stop has one).
 func (c *Client) Delete(ctx context.Context, id string) (*Sandbox, error) {
-	if id == "" {
-		return nil, errors.New("daytona: delete: empty sandbox ID")
+	if err := checkSegment("delete", id); err != nil {
+		return nil, err
 	}
 	var sb Sandbox
 	if err := c.sendJSON(ctx, http.MethodDelete, c.apiEndpoint("sandbox", id), nil, &sb); err != nil {
@@ -541,8 +544,8 @@ func (c *Client) DeleteAndWait(ctx context.Context, id string, timeout time.Dura
 // refreshed sandbox. The reply is 200 or 201 with or without a body, so the
 // sandbox is re-read when the body does not carry it.
 func (c *Client) intervalSetter(ctx context.Context, id, kind string, minutes int) (*Sandbox, error) {
-	if id == "" {
-		return nil, fmt.Errorf("daytona: %s: empty sandbox ID", kind)
+	if err := checkSegment(kind, id); err != nil {
+		return nil, err
 	}
 	var sb Sandbox
 	if err := c.sendJSON(ctx, http.MethodPost, c.apiEndpoint("sandbox", id, kind, strconv.Itoa(minutes)), nil, &sb); err != nil {
@@ -584,8 +587,8 @@ func (c *Client) SetTTL(ctx context.Context, id string, minutes int) (*Sandbox, 
 	if minutes < 0 {
 		return nil, errors.New("daytona: TTL must not be negative")
 	}
-	if id == "" {
-		return nil, errors.New("daytona: ttl: empty sandbox ID")
+	if err := checkSegment("ttl", id); err != nil {
+		return nil, err
 	}
 	if err := c.sendJSON(ctx, http.MethodPost, c.apiEndpoint("sandbox", id, "ttl", strconv.Itoa(minutes)), nil, nil); err != nil {
 		return nil, err
@@ -595,8 +598,8 @@ func (c *Client) SetTTL(ctx context.Context, id string, minutes int) (*Sandbox, 
 
 // ReplaceLabels replaces all labels of the sandbox and returns the stored set.
 func (c *Client) ReplaceLabels(ctx context.Context, id string, labels map[string]string) (map[string]string, error) {
-	if id == "" {
-		return nil, errors.New("daytona: labels: empty sandbox ID")
+	if err := checkSegment("labels", id); err != nil {
+		return nil, err
 	}
 	if labels == nil {
 		labels = map[string]string{}
@@ -629,8 +632,8 @@ func (a SSHAccess) String() string {
 // CreateSSHAccess creates an SSH token valid for expiresInMinutes (<= 0: the
 // server default of 60).
 func (c *Client) CreateSSHAccess(ctx context.Context, id string, expiresInMinutes int) (*SSHAccess, error) {
-	if id == "" {
-		return nil, errors.New("daytona: ssh access: empty sandbox ID")
+	if err := checkSegment("ssh access", id); err != nil {
+		return nil, err
 	}
 	u := c.apiEndpoint("sandbox", id, "ssh-access")
 	if expiresInMinutes > 0 {
@@ -646,8 +649,8 @@ func (c *Client) CreateSSHAccess(ctx context.Context, id string, expiresInMinute
 // RevokeSSHAccess revokes token, or every token of the sandbox when token is
 // empty.
 func (c *Client) RevokeSSHAccess(ctx context.Context, id, token string) error {
-	if id == "" {
-		return errors.New("daytona: ssh access: empty sandbox ID")
+	if err := checkSegment("ssh access", id); err != nil {
+		return err
 	}
 	u := c.apiEndpoint("sandbox", id, "ssh-access")
 	if token != "" {
@@ -672,8 +675,8 @@ func (p PreviewLink) String() string {
 
 // PreviewLink returns the preview URL and token for a port of the sandbox.
 func (c *Client) PreviewLink(ctx context.Context, id string, port int) (*PreviewLink, error) {
-	if id == "" {
-		return nil, errors.New("daytona: preview link: empty sandbox ID")
+	if err := checkSegment("preview link", id); err != nil {
+		return nil, err
 	}
 	if port <= 0 || port > 65535 {
 		return nil, fmt.Errorf("daytona: preview link: invalid port %d", port)

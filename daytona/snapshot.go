@@ -55,6 +55,9 @@ func (c *Client) CreateSnapshotFromSandbox(ctx context.Context, id, name string)
 	if id == "" || name == "" {
 		return nil, errors.New("daytona: snapshot: sandbox ID and snapshot name are required")
 	}
+	if err := checkSegment("snapshot", id); err != nil {
+		return nil, err
+	}
 	var sb Sandbox
 	if err := c.sendJSON(ctx, http.MethodPost, c.apiEndpoint("sandbox", id, "snapshot"), map[string]any{"name": name}, &sb); err != nil {
 		return nil, err
@@ -91,8 +94,8 @@ func (c *Client) CreateSnapshotFromSandboxAndWait(ctx context.Context, id, name 
 
 // GetSnapshot fetches a snapshot by ID or name.
 func (c *Client) GetSnapshot(ctx context.Context, idOrName string) (*Snapshot, error) {
-	if idOrName == "" {
-		return nil, errors.New("daytona: snapshot: empty ID or name")
+	if err := checkSegment("snapshot", idOrName); err != nil {
+		return nil, err
 	}
 	var s Snapshot
 	if err := c.getJSON(ctx, c.apiEndpoint("snapshots", idOrName), &s); err != nil {
@@ -114,8 +117,8 @@ func (c *Client) DeleteSnapshot(ctx context.Context, idOrName string) error {
 // DeleteSnapshotByID deletes the snapshot with that UUID (Daytona marks it
 // removing and drops it soon after).
 func (c *Client) DeleteSnapshotByID(ctx context.Context, id string) error {
-	if id == "" {
-		return errors.New("daytona: snapshot: empty ID")
+	if err := checkSegment("snapshot", id); err != nil {
+		return err
 	}
 	return c.sendJSON(ctx, http.MethodDelete, c.apiEndpoint("snapshots", id), nil, nil)
 }

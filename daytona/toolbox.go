@@ -58,8 +58,8 @@ func toolboxBase(proxyURL, sandboxID string) (*url.URL, error) {
 
 // endpoint resolves the toolbox base (once) and appends path segments.
 func (t *Toolbox) endpoint(ctx context.Context, segments ...string) (*url.URL, error) {
-	if t.sandboxID == "" {
-		return nil, errors.New("daytona: toolbox: empty sandbox ID")
+	if err := checkSegment("toolbox", t.sandboxID); err != nil {
+		return nil, err
 	}
 	t.mu.Lock()
 	base, baseErr := t.base, t.baseErr

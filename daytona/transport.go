@@ -43,7 +43,7 @@ func NewHTTPClient() *http.Client {
 		}
 		return newReadAheadConn(conn, buffers), nil
 	}
-	return &http.Client{Transport: t}
+	return withoutRedirects(&http.Client{Transport: t})
 }
 
 // bufferPool lends the read-ahead buffers of a client's connections.

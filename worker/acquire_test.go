@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 	"github.com/paperclipai/daytona-worker/protocol"
@@ -87,4 +88,27 @@ func TestAcquireWithAKeyHoldingALineBreak(t *testing.T) {
 	_, err = w.Handle(t.Context(), &rpc.Request{Method: protocol.MethodEnvironmentDestroyLease, Params: json.RawMessage(
 		fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","providerLeaseId":%q,"config":{"apiKey":"abc\u0007def","apiUrl":%q}}`, id, env.APIURL))})
 	require.NoError(t, err)
+}
+
+// A lease id that is not one path segment never reaches Daytona: before,
+// ".." made the client ask GET /api/sandbox/.., follow the server's redirect
+// to GET /api with the bearer key.
+func TestLeaseIDsThatAreNoPathSegmentAreRefused(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	base := fmt.Sprintf(`"driverKey":"daytona","companyId":"c","environmentId":"e","config":{"apiKey":%q,"apiUrl":%q}`, env.APIKey, env.APIURL)
+	for _, id := range []string{`..`, `.`} {
+		for _, c := range []struct{ method, params string }{ // destroy last: it closes the lease
+			{protocol.MethodEnvironmentResumeLease, `{` + base + `,"providerLeaseId":"` + id + `"}`},
+			{protocol.MethodEnvironmentExecute, `{` + base + `,"lease":{"providerLeaseId":"` + id + `"},"command":"true"}`},
+			{protocol.MethodEnvironmentRealizeWorkspace, `{` + base + `,"lease":{"providerLeaseId":"` + id + `"},"workspace":{}}`},
+			{protocol.MethodEnvironmentDestroyLease, `{` + base + `,"providerLeaseId":"` + id + `"}`},
+		} {
+			_, err := w.Handle(t.Context(), requestOf(c.method, c.params))
+			assert.ErrorIs(t, err, daytona.ErrInvalidArgument, "%s %s", c.method, id)
+		}
+	}
+	assert.Empty(t, env.Server.Requests(), "nothing may reach Daytona")
 }
