@@ -33,7 +33,9 @@ func TestIDsAreOnePathSegment(t *testing.T) {
 			func() error { _, err := c.Start(t.Context(), id); return err },
 			func() error { _, err := c.SetTTL(t.Context(), id, 5); return err },
 			func() error { _, err := c.ToolboxProxyURL(t.Context(), id); return err },
-			func() error { return c.ToolboxFor(id, "http://127.0.0.1:1/toolbox").CreateFolder(t.Context(), "/x", "755") },
+			func() error {
+				return c.ToolboxFor(id, "http://127.0.0.1:1/toolbox").CreateFolder(t.Context(), "/x", "755")
+			},
 			func() error { _, err := c.GetSnapshot(t.Context(), id); return err },
 		}
 		for i, call := range calls {
