@@ -141,7 +141,7 @@ func TestReplyShapes(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":4,"method":"nope"}`, `{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"Unknown method: nope"}}`},
 		{`{"jsonrpc":"2.0","id":5,"method":"cleanup"}`, `{"jsonrpc":"2.0","id":5,"error":{"code":-32002,"message":"acquire timed out","data":{"schema":"paperclip/environment-creation-cleanup/v1","cleanup":{"providerLeaseId":"p","companyId":"","environmentId":"","attemptId":"a","accountFingerprint":"","labels":null}}}}`},
 		{`not json`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: Invalid JSON: invalid character 'o' in literal null (expecting 'u') at byte offset 2"}}`},
-		{`[1,2]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: Message must be a JSON object"}}`},
+		{`[1,2]`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: Invalid or missing jsonrpc version (expected \"2.0\", got undefined)"}}`}, // an array is an object to JavaScript
 		{`{"jsonrpc":"2.0","id":null,"method":"void"}`, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: a request id must not be null"}}`},
 		{`{"jsonrpc":"2.0","id":6,"method":"void"}`, `{"jsonrpc":"2.0","id":6,"result":null}`},
 	}
