@@ -209,7 +209,9 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping) (int64, int64,
 		if len(uploads) == 0 {
 			return nil
 		}
-		_, err := c.Sandbox.UploadFiles(ctx, uploads)
+		tctx, cancel := c.transferContext(ctx)
+		defer cancel()
+		_, err := c.Sandbox.UploadFiles(tctx, uploads)
 		return uploadError(err, sources)
 	})
 	if err != nil {
@@ -463,7 +465,9 @@ func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []boo
 		pw.CloseWithError(err)
 		produced <- err
 	}()
-	_, uerr := c.Sandbox.UploadFiles(ctx, []daytona.Upload{{Path: remoteTar, Reader: pr}})
+	tctx, cancel := c.transferContext(ctx)
+	defer cancel()
+	_, uerr := c.Sandbox.UploadFiles(tctx, []daytona.Upload{{Path: remoteTar, Reader: pr}})
 	pr.CloseWithError(errUploadEnded)
 	perr := <-produced
 	if perr != nil && !errors.Is(perr, errUploadEnded) && !errors.Is(perr, io.ErrClosedPipe) {

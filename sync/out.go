@@ -156,7 +156,9 @@ func (c *Config) outFiles(ctx context.Context, mappings []Mapping) (int64, int64
 		name: spanTransfer, wallMsAttr: attrTransferWallMs,
 		attributes: map[string]any{attrTransferGuardCount: 1, attrTransferDirection: directionOutbound},
 	}, func() ([]daytona.DownloadResult, error) {
-		return c.Sandbox.DownloadFiles(ctx, downloads)
+		tctx, cancel := c.transferContext(ctx)
+		defer cancel()
+		return c.Sandbox.DownloadFiles(tctx, downloads)
 	})
 	if err != nil {
 		cleanup()
@@ -314,7 +316,9 @@ func (c *Config) downloadInto(ctx context.Context, remoteTar, source string, x *
 		pr.CloseWithError(errExtractEnded)
 		extracted <- err
 	}()
-	results, derr := c.Sandbox.DownloadFiles(ctx, []daytona.Download{{Path: remoteTar, Writer: pw}})
+	tctx, cancel := c.transferContext(ctx)
+	defer cancel()
+	results, derr := c.Sandbox.DownloadFiles(tctx, []daytona.Download{{Path: remoteTar, Writer: pw}})
 	var n int64
 	if derr == nil {
 		switch {

@@ -102,6 +102,15 @@ func (c *Config) defaults() {
 	}
 }
 
+// transferContext bounds one bulk upload or download by the call's timeout,
+// as the SDK's timeout argument bounds the whole request.
+func (c *Config) transferContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.TimeoutSeconds <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.timeout())
+}
+
 // timeout is the per-command timeout as a duration.
 func (c *Config) timeout() time.Duration {
 	return time.Duration(c.TimeoutSeconds) * time.Second
