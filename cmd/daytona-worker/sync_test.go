@@ -1312,3 +1312,22 @@ func checkFiles(want map[string]string) error {
 	}
 	return nil
 }
+
+// A post-upload command's own timeoutMs bounds it (whole seconds, at least
+// one), ends the operation and skips the rest.
+func TestSyncInPostUploadTimeout(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	cfg := r.write("config.txt", "plain", 0o644)
+	slow := "sleep " + uniqueSleep(30)
+	rep, _ := r.in(op("op", []map[string]any{mapping(cfg, r.rpath("config.txt"), "file")},
+		map[string]any{"command": slow, "timeoutMs": 400}, map[string]any{"command": "touch after"}))
+	msg := r.failed(rep)
+	assert.Contains(t, msg, "timeout", msg)
+	calls := r.executes(slow)
+	require.Len(t, calls, 1)
+	assert.Equal(t, 1, calls[0].Timeout, "timeoutMs 400 → 1 s")
+	assert.Empty(t, r.executes("touch after"))
+	assertNoProcessWith(t, strings.TrimPrefix(slow, "sleep "))
+	r.done()
+}
