@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/maphash"
 	"io"
 	"math/rand/v2"
@@ -24,24 +25,15 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/jsonstream"
 )
 
-// ---- a streaming reader of the worker's NDJSON ----
-
-// streamedText stands for a JSON string the reader hashed instead of keeping
-// (the stdout/stderr of a result too large to hold twice).
-type streamedText struct {
-	N    int64
-	Sum  uint64 // digestOf the text
-	Head string // the first bytes, for failure messages
-}
+// ---- digests of large outputs ----
 
 // digestSeed keys the digests of one test run. The digests check that large
 // outputs arrived intact without keeping them; maphash rather than a
@@ -57,298 +49,6 @@ func newDigest() *maphash.Hash {
 
 // digestOf is the digest of p.
 func digestOf(p []byte) uint64 { return maphash.Bytes(digestSeed, p) }
-
-// jsonLineReader decodes one JSON value per line. Strings at the paths hash
-// chooses are streamed into a hash; everything else becomes map[string]any,
-// []any, string, json.Number, bool or nil.
-type jsonLineReader struct {
-	br   *bufio.Reader
-	hash func(path []string) bool
-	str  bytes.Buffer // reused for decoding strings
-}
-
-var errNotNDJSON = errors.New("message not terminated by a newline")
-
-// next reads one message; the line must end right after the value.
-func (r *jsonLineReader) next() (any, error) {
-	v, err := r.value(nil)
-	if err != nil {
-		return nil, err
-	}
-	c, err := r.br.ReadByte()
-	if err != nil {
-		return nil, err
-	}
-	if c != '\n' {
-		return nil, fmt.Errorf("%w (got %q)", errNotNDJSON, c)
-	}
-	return v, nil
-}
-
-func (r *jsonLineReader) skipSpace() (byte, error) {
-	for {
-		c, err := r.br.ReadByte()
-		if err != nil {
-			return 0, err
-		}
-		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
-			return c, nil
-		}
-	}
-}
-
-func (r *jsonLineReader) value(path []string) (any, error) {
-	c, err := r.skipSpace()
-	if err != nil {
-		return nil, err
-	}
-	switch c {
-	case '{':
-		obj := map[string]any{}
-		c, err := r.skipSpace()
-		if err != nil || c == '}' {
-			return obj, err
-		}
-		for {
-			if c != '"' {
-				return nil, fmt.Errorf("object key: unexpected %q", c)
-			}
-			var key bytes.Buffer
-			if _, err := r.stringTo(&key); err != nil {
-				return nil, err
-			}
-			if c, err = r.skipSpace(); err != nil || c != ':' {
-				return nil, fmt.Errorf("after key %q: want ':' (%v)", key.String(), err)
-			}
-			child := append(path[:len(path):len(path)], key.String())
-			v, err := r.value(child)
-			if err != nil {
-				return nil, err
-			}
-			obj[key.String()] = v
-			if c, err = r.skipSpace(); err != nil {
-				return nil, err
-			}
-			switch c {
-			case '}':
-				return obj, nil
-			case ',':
-				if c, err = r.skipSpace(); err != nil {
-					return nil, err
-				}
-			default:
-				return nil, fmt.Errorf("in object: unexpected %q", c)
-			}
-		}
-	case '[':
-		arr := []any{}
-		if b, err := r.br.Peek(1); err == nil && b[0] == ']' {
-			_, _ = r.br.ReadByte()
-			return arr, nil
-		}
-		for {
-			v, err := r.value(append(path[:len(path):len(path)], strconv.Itoa(len(arr))))
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-			c, err := r.skipSpace()
-			if err != nil {
-				return nil, err
-			}
-			if c == ']' {
-				return arr, nil
-			}
-			if c != ',' {
-				return nil, fmt.Errorf("in array: unexpected %q", c)
-			}
-		}
-	case '"':
-		if r.hash != nil && r.hash(path) {
-			h := newDigest()
-			head := &prefixWriter{max: 200}
-			n, err := r.stringTo(io.MultiWriter(h, head))
-			if err != nil {
-				return nil, err
-			}
-			return streamedText{N: n, Sum: h.Sum64(), Head: head.buf.String()}, nil
-		}
-		r.str.Reset()
-		_, err := r.stringTo(&r.str)
-		return r.str.String(), err
-	case 't', 'f', 'n':
-		word := map[byte]string{'t': "rue", 'f': "alse", 'n': "ull"}[c]
-		rest := make([]byte, len(word))
-		if _, err := io.ReadFull(r.br, rest); err != nil || string(rest) != word {
-			return nil, fmt.Errorf("bad literal starting with %q", c)
-		}
-		return map[byte]any{'t': true, 'f': false, 'n': nil}[c], nil
-	default:
-		num := []byte{c}
-		for {
-			b, err := r.br.Peek(1)
-			if err != nil || !strings.ContainsRune("+-0123456789.eE", rune(b[0])) {
-				break
-			}
-			num = append(num, b[0])
-			_, _ = r.br.ReadByte()
-		}
-		if !json.Valid(num) {
-			return nil, fmt.Errorf("bad number %q", num)
-		}
-		return json.Number(num), nil
-	}
-}
-
-// stringTo decodes the rest of a JSON string (the opening quote is read)
-// into w, a buffered run at a time, and returns the decoded length.
-func (r *jsonLineReader) stringTo(w io.Writer) (int64, error) {
-	var n int64
-	for {
-		if _, err := r.br.Peek(1); err != nil {
-			return n, err
-		}
-		buf, _ := r.br.Peek(r.br.Buffered())
-		// The next escape bounds the search for the closing quote, so each
-		// byte is scanned once however many escapes the buffer holds.
-		if j := bytes.IndexByte(buf, '\\'); j >= 0 {
-			buf = buf[:j]
-		}
-		i := bytes.IndexByte(buf, '"')
-		if i < 0 {
-			i = len(buf)
-		}
-		if i > 0 {
-			if _, err := w.Write(buf[:i]); err != nil {
-				return n, err
-			}
-			n += int64(i)
-			_, _ = r.br.Discard(i)
-			continue
-		}
-		c, _ := r.br.ReadByte()
-		if c == '"' {
-			return n, nil
-		}
-		e, err := r.br.ReadByte()
-		if err != nil {
-			return n, err
-		}
-		var one [utf8.UTFMax]byte
-		var out []byte
-		switch e {
-		case '"', '\\', '/':
-			out = append(one[:0], e)
-		case 'b':
-			out = append(one[:0], '\b')
-		case 'f':
-			out = append(one[:0], '\f')
-		case 'n':
-			out = append(one[:0], '\n')
-		case 'r':
-			out = append(one[:0], '\r')
-		case 't':
-			out = append(one[:0], '\t')
-		case 'u':
-			rn, err := r.hex4()
-			if err != nil {
-				return n, err
-			}
-			if utf16.IsSurrogate(rn) {
-				// As encoding/json: a valid pair is one rune, anything else
-				// turns the first half into U+FFFD.
-				if ahead, err := r.br.Peek(6); err == nil && ahead[0] == '\\' && ahead[1] == 'u' {
-					if lo, ok := parseHex4(ahead[2:]); ok {
-						if dec := utf16.DecodeRune(rn, lo); dec != utf8.RuneError {
-							_, _ = r.br.Discard(6)
-							rn = dec
-						} else {
-							rn = utf8.RuneError
-						}
-					}
-				} else {
-					rn = utf8.RuneError
-				}
-			}
-			out = utf8.AppendRune(one[:0], rn)
-		default:
-			return n, fmt.Errorf("bad escape \\%c", e)
-		}
-		if _, err := w.Write(out); err != nil {
-			return n, err
-		}
-		n += int64(len(out))
-	}
-}
-
-func (r *jsonLineReader) hex4() (rune, error) {
-	b, err := r.br.Peek(4)
-	if err != nil {
-		return 0, err
-	}
-	v, ok := parseHex4(b)
-	if !ok {
-		return 0, fmt.Errorf("bad \\u escape %q", b)
-	}
-	_, _ = r.br.Discard(4)
-	return v, nil
-}
-
-// parseHex4 reads the four hex digits of a \u escape.
-func parseHex4(b []byte) (rune, bool) {
-	var v rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			v = v<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			v = v<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			v = v<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
-}
-
-type prefixWriter struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (p *prefixWriter) Write(b []byte) (int, error) {
-	if room := p.max - p.buf.Len(); room > 0 {
-		p.buf.Write(b[:min(room, len(b))])
-	}
-	return len(b), nil
-}
-
-func TestJSONLineReaderAgreesWithEncodingJSON(t *testing.T) {
-	t.Parallel()
-	values := []string{
-		`{"a":"x\"y\\z\/\b\f\n\r\tq","b":[1,-2.5e3,true,false,null,{}],"c":[],"d":"ü日本🎉\u00fc\u65e5\ud83c\udf89","e":"\ud800x\udc00"}`,
-		`{"jsonrpc":"2.0","id":"r-1","result":{"exitCode":null,"stdout":"` + strings.Repeat(`a\n`, 70000) + `"}}`,
-		`[ "lone \ud83c", "pair\ud83c\udf89end", 0, 1e-7 ]`,
-	}
-	for _, v := range values {
-		var want any
-		require.NoError(t, json.Unmarshal([]byte(v), &want))
-		r := &jsonLineReader{br: bufio.NewReaderSize(strings.NewReader(v+"\n"), 16)}
-		got, err := r.next()
-		require.NoError(t, err)
-		gotJSON, _ := json.Marshal(got)
-		wantJSON, _ := json.Marshal(want)
-		assert.JSONEq(t, string(wantJSON), string(gotJSON))
-	}
-	r := &jsonLineReader{br: bufio.NewReader(strings.NewReader(`{"result":{"stdout":"ab\ncd"}}` + "\n")),
-		hash: func(p []string) bool { return strings.Join(p, ".") == "result.stdout" }}
-	got, err := r.next()
-	require.NoError(t, err)
-	st := got.(map[string]any)["result"].(map[string]any)["stdout"].(streamedText)
-	assert.Equal(t, digestOf([]byte("ab\ncd")), st.Sum)
-	assert.EqualValues(t, 5, st.N)
-}
 
 // ---- the host ----
 
@@ -454,14 +154,15 @@ func newHost(t testing.TB, stdin io.WriteCloser, stdout io.Reader, wait func() (
 
 func (h *host) read() {
 	defer close(h.readDone)
-	r := &jsonLineReader{br: bufio.NewReaderSize(h.stdout, 4<<20)}
+	r := jsonstream.NewReader(bufio.NewReaderSize(h.stdout, 4<<20))
+	r.NewDigest = func() hash.Hash64 { return newDigest() }
 	if h.hashResults {
-		r.hash = func(p []string) bool {
+		r.Hash = func(p []string) bool {
 			return len(p) == 2 && p[0] == "result" && (p[1] == "stdout" || p[1] == "stderr")
 		}
 	}
 	for {
-		v, err := r.next()
+		v, err := r.Next()
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				h.mu.Lock()
@@ -847,8 +548,8 @@ type execResult struct {
 	TimedOut  bool
 	Stdout    string
 	Stderr    string
-	StdoutSum *streamedText // when the host hashes results
-	StderrSum *streamedText
+	StdoutSum *jsonstream.Text // when the host hashes results
+	StderrSum *jsonstream.Text
 	Metadata  map[string]any
 
 	LogStdout, LogStderr string
@@ -896,12 +597,12 @@ func (h *host) decode(r reply, inv string) execResult {
 	for _, f := range []struct {
 		key string
 		s   *string
-		sum **streamedText
+		sum **jsonstream.Text
 	}{{"stdout", &res.Stdout, &res.StdoutSum}, {"stderr", &res.Stderr, &res.StderrSum}} {
 		switch v := m[f.key].(type) {
 		case string:
 			*f.s = v
-		case streamedText:
+		case jsonstream.Text:
 			*f.sum = &v
 		default:
 			h.t.Fatalf("%s must be a string: %v", f.key, m[f.key])

@@ -1,0 +1,301 @@
+// Package jsonstream reads newline-delimited JSON messages of any size, as
+// a Paperclip host reads a worker's stdout: strings the caller chooses (a
+// 100 MB command output) are digested as they stream by instead of being
+// held. The end-to-end tests and the bench-compare tool check the worker's
+// output with it.
+package jsonstream
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Reader decodes one JSON value per line. Strings at the paths Hash chooses
+// are streamed into a digest (a Text) instead of being kept; everything else
+// becomes map[string]any, []any, string, json.Number, bool or nil.
+type Reader struct {
+	br *bufio.Reader
+	// Hash chooses the strings to digest by their path (object keys and
+	// array indexes from the top); nil keeps every string.
+	Hash func(path []string) bool
+	// NewDigest makes the digest of a chosen string.
+	NewDigest func() hash.Hash64
+	str       bytes.Buffer // reused for decoding strings
+}
+
+// NewReader reads messages from br.
+func NewReader(br *bufio.Reader) *Reader { return &Reader{br: br} }
+
+// Text stands for a JSON string the Reader digested instead of keeping.
+type Text struct {
+	N    int64  // its length in bytes (UTF-8)
+	Sum  uint64 // its digest
+	Head string // its first bytes, for messages
+}
+
+// ErrNotNDJSON reports a value followed by something else than a newline.
+var ErrNotNDJSON = errors.New("message not terminated by a newline")
+
+// Next reads one message; the line must end right after the value.
+func (r *Reader) Next() (any, error) {
+	v, err := r.value(nil)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.br.ReadByte()
+	if err != nil {
+		return nil, err
+	}
+	if c != '\n' {
+		return nil, fmt.Errorf("%w (got %q)", ErrNotNDJSON, c)
+	}
+	return v, nil
+}
+
+func (r *Reader) skipSpace() (byte, error) {
+	for {
+		c, err := r.br.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
+			return c, nil
+		}
+	}
+}
+
+func (r *Reader) value(path []string) (any, error) {
+	c, err := r.skipSpace()
+	if err != nil {
+		return nil, err
+	}
+	switch c {
+	case '{':
+		obj := map[string]any{}
+		c, err := r.skipSpace()
+		if err != nil || c == '}' {
+			return obj, err
+		}
+		for {
+			if c != '"' {
+				return nil, fmt.Errorf("object key: unexpected %q", c)
+			}
+			var key bytes.Buffer
+			if _, err := r.stringTo(&key); err != nil {
+				return nil, err
+			}
+			if c, err = r.skipSpace(); err != nil || c != ':' {
+				return nil, fmt.Errorf("after key %q: want ':' (%v)", key.String(), err)
+			}
+			child := append(path[:len(path):len(path)], key.String())
+			v, err := r.value(child)
+			if err != nil {
+				return nil, err
+			}
+			obj[key.String()] = v
+			if c, err = r.skipSpace(); err != nil {
+				return nil, err
+			}
+			switch c {
+			case '}':
+				return obj, nil
+			case ',':
+				if c, err = r.skipSpace(); err != nil {
+					return nil, err
+				}
+			default:
+				return nil, fmt.Errorf("in object: unexpected %q", c)
+			}
+		}
+	case '[':
+		arr := []any{}
+		if b, err := r.br.Peek(1); err == nil && b[0] == ']' {
+			_, _ = r.br.ReadByte()
+			return arr, nil
+		}
+		for {
+			v, err := r.value(append(path[:len(path):len(path)], strconv.Itoa(len(arr))))
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+			c, err := r.skipSpace()
+			if err != nil {
+				return nil, err
+			}
+			if c == ']' {
+				return arr, nil
+			}
+			if c != ',' {
+				return nil, fmt.Errorf("in array: unexpected %q", c)
+			}
+		}
+	case '"':
+		if r.Hash != nil && r.Hash(path) {
+			h := r.NewDigest()
+			head := &prefixWriter{max: 200}
+			n, err := r.stringTo(io.MultiWriter(h, head))
+			if err != nil {
+				return nil, err
+			}
+			return Text{N: n, Sum: h.Sum64(), Head: head.buf.String()}, nil
+		}
+		r.str.Reset()
+		_, err := r.stringTo(&r.str)
+		return r.str.String(), err
+	case 't', 'f', 'n':
+		word := map[byte]string{'t': "rue", 'f': "alse", 'n': "ull"}[c]
+		rest := make([]byte, len(word))
+		if _, err := io.ReadFull(r.br, rest); err != nil || string(rest) != word {
+			return nil, fmt.Errorf("bad literal starting with %q", c)
+		}
+		return map[byte]any{'t': true, 'f': false, 'n': nil}[c], nil
+	default:
+		num := []byte{c}
+		for {
+			b, err := r.br.Peek(1)
+			if err != nil || !strings.ContainsRune("+-0123456789.eE", rune(b[0])) {
+				break
+			}
+			num = append(num, b[0])
+			_, _ = r.br.ReadByte()
+		}
+		if !json.Valid(num) {
+			return nil, fmt.Errorf("bad number %q", num)
+		}
+		return json.Number(num), nil
+	}
+}
+
+// stringTo decodes the rest of a JSON string (the opening quote is read)
+// into w, a buffered run at a time, and returns the decoded length.
+func (r *Reader) stringTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		if _, err := r.br.Peek(1); err != nil {
+			return n, err
+		}
+		buf, _ := r.br.Peek(r.br.Buffered())
+		// The next escape bounds the search for the closing quote, so each
+		// byte is scanned once however many escapes the buffer holds.
+		if j := bytes.IndexByte(buf, '\\'); j >= 0 {
+			buf = buf[:j]
+		}
+		i := bytes.IndexByte(buf, '"')
+		if i < 0 {
+			i = len(buf)
+		}
+		if i > 0 {
+			if _, err := w.Write(buf[:i]); err != nil {
+				return n, err
+			}
+			n += int64(i)
+			_, _ = r.br.Discard(i)
+			continue
+		}
+		c, _ := r.br.ReadByte()
+		if c == '"' {
+			return n, nil
+		}
+		e, err := r.br.ReadByte()
+		if err != nil {
+			return n, err
+		}
+		var one [utf8.UTFMax]byte
+		var out []byte
+		switch e {
+		case '"', '\\', '/':
+			out = append(one[:0], e)
+		case 'b':
+			out = append(one[:0], '\b')
+		case 'f':
+			out = append(one[:0], '\f')
+		case 'n':
+			out = append(one[:0], '\n')
+		case 'r':
+			out = append(one[:0], '\r')
+		case 't':
+			out = append(one[:0], '\t')
+		case 'u':
+			rn, err := r.hex4()
+			if err != nil {
+				return n, err
+			}
+			if utf16.IsSurrogate(rn) {
+				// As encoding/json: a valid pair is one rune, anything else
+				// turns the first half into U+FFFD.
+				if ahead, err := r.br.Peek(6); err == nil && ahead[0] == '\\' && ahead[1] == 'u' {
+					if lo, ok := parseHex4(ahead[2:]); ok {
+						if dec := utf16.DecodeRune(rn, lo); dec != utf8.RuneError {
+							_, _ = r.br.Discard(6)
+							rn = dec
+						} else {
+							rn = utf8.RuneError
+						}
+					}
+				} else {
+					rn = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(one[:0], rn)
+		default:
+			return n, fmt.Errorf("bad escape \\%c", e)
+		}
+		if _, err := w.Write(out); err != nil {
+			return n, err
+		}
+		n += int64(len(out))
+	}
+}
+
+func (r *Reader) hex4() (rune, error) {
+	b, err := r.br.Peek(4)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := parseHex4(b)
+	if !ok {
+		return 0, fmt.Errorf("bad \\u escape %q", b)
+	}
+	_, _ = r.br.Discard(4)
+	return v, nil
+}
+
+// parseHex4 reads the four hex digits of a \u escape.
+func parseHex4(b []byte) (rune, bool) {
+	var v rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			v = v<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			v = v<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			v = v<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+type prefixWriter struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	if room := p.max - p.buf.Len(); room > 0 {
+		p.buf.Write(b[:min(room, len(b))])
+	}
+	return len(b), nil
+}
