@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -129,7 +128,7 @@ func describeVersion(v json.RawMessage, present bool) string {
 	}
 	s := compact.String()
 	switch {
-	case versionLike.MatchString(s):
+	case looksLikeVersion(s):
 		return s
 	case strings.HasPrefix(s, `"`):
 		return "a string"
@@ -141,7 +140,31 @@ func describeVersion(v json.RawMessage, present bool) string {
 	return "a number"
 }
 
-var versionLike = regexp.MustCompile(`^(?:"[0-9.]{0,8}"|-?[0-9.]{1,8}|true|false|null)$`)
+// looksLikeVersion reports whether a compact JSON value is short enough and
+// plain enough to echo: true, false, null, a string of up to 8 digits and
+// dots, or such a number (a hand-written check, not a regexp compiled at
+// every start).
+func looksLikeVersion(s string) bool {
+	switch s {
+	case "true", "false", "null":
+		return true
+	}
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+		return len(s) <= 8 && digitsAndDots(s)
+	}
+	s = strings.TrimPrefix(s, "-")
+	return len(s) >= 1 && len(s) <= 8 && digitsAndDots(s)
+}
+
+func digitsAndDots(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != '.' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
 
 func describeSyntaxError(err error) string {
 	var syn *json.SyntaxError

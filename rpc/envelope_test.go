@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -79,5 +80,17 @@ func TestParseErrorsNeverEchoTheLine(t *testing.T) {
 		require.Error(t, err)
 		assert.NotContains(t, err.Error(), secret)
 		assert.False(t, strings.Contains(err.Error(), "SECRET"))
+	}
+}
+
+// looksLikeVersion agrees with the pattern it replaces.
+func TestLooksLikeVersionAgreesWithItsPattern(t *testing.T) {
+	t.Parallel()
+	pattern := regexp.MustCompile(`^(?:"[0-9.]{0,8}"|-?[0-9.]{1,8}|true|false|null)$`)
+	inputs := []string{"", `""`, `"`, `"2.0"`, `"2.0.0.0.0"`, `"123456789"`, `"12345678"`, `"a"`, `"2.0`, `2.0"`,
+		"2", "-2", "-", "--2", "2.0", "12345678", "123456789", "-12345678", "1e5", "true", "false", "null", "True",
+		"nul", "{}", "[]", `"-1"`, ".", "...", "-.", `"."`, "truex", " 2"}
+	for _, s := range inputs {
+		assert.Equal(t, pattern.MatchString(s), looksLikeVersion(s), "%q", s)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -211,13 +210,23 @@ func (c DriverConfig) runtimeResourceError() string {
 	return msgRuntimeResourcesNeedImage
 }
 
-var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.\-]*$`)
+// isURLScheme matches ^[A-Za-z][A-Za-z0-9+.-]*$.
+func isURLScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		letter := 'a' <= c|0x20 && c|0x20 <= 'z'
+		if !letter && (i == 0 || (c < '0' || c > '9') && c != '+' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // isValidURL approximates WHATWG `new URL(value)`: an absolute URL with a
 // scheme, and a host for the schemes that require one.
 func isValidURL(s string) bool {
 	u, err := url.Parse(s)
-	if err != nil || !urlScheme.MatchString(u.Scheme) {
+	if err != nil || !isURLScheme(u.Scheme) {
 		return false
 	}
 	switch strings.ToLower(u.Scheme) {

@@ -68,6 +68,11 @@ func (w *Worker) clientFor(cfg DriverConfig, key, account string) (*daytona.Clie
 	if cfg.APIURL != nil {
 		apiURL = *cfg.APIURL
 	}
+	if w.clients.httpClient == nil {
+		// Built now rather than at start: a worker that only answers
+		// initialize and health never needs a transport.
+		w.clients.httpClient = daytona.NewHTTPClient()
+	}
 	c, err := daytona.New(daytona.Config{
 		APIKey: key, APIURL: apiURL, Target: target,
 		HTTPClient: w.clients.httpClient, Queue: w.clients.queue, Source: "paperclip-daytona-worker", Log: w.log,

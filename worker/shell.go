@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,7 +79,16 @@ func orderedEnv(raw json.RawMessage) ([]envVar, error) {
 	return out, nil
 }
 
-var shellEnvKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// isShellEnvKey matches ^[A-Za-z_][A-Za-z0-9_]*$.
+func isShellEnvKey(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '_' && !('a' <= c|0x20 && c|0x20 <= 'z') && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // nonInteractiveGitEnv keeps git and ssh from ever waiting on a prompt; the
 // caller's env overrides any of them.
@@ -107,7 +115,7 @@ var profileLines = []string{
 // with stdin redirected from a file, all joined by " && ".
 func loginShellScript(command string, args []string, cwd string, env []envVar, stdinPath string) (string, error) {
 	for _, e := range env {
-		if !shellEnvKey.MatchString(e.key) {
+		if !isShellEnvKey(e.key) {
 			return "", fmt.Errorf("Invalid sandbox environment variable key: %s", e.key)
 		}
 	}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -106,5 +107,21 @@ func TestIsGitNetworkCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, isGitNetworkCommand(tt.command, tt.args), "%s %v", tt.command, tt.args)
+	}
+}
+
+// The hand-written matchers agree with the patterns they replace.
+func TestNameMatchersAgreeWithTheirPatterns(t *testing.T) {
+	t.Parallel()
+	inputs := []string{"", "a", "A", "_", "0", "a0", "_9", "9a", "a-b", "a.b", "a+b", "A_B", "x y", "é", "a\x00",
+		"ab@", "[x", "`", "{", "http", "HTTPS", "git+ssh", "ws.x", "-a", "+a", ".a", "aZ09_", "Z", "z"}
+	for i := 0; i < 256; i++ {
+		inputs = append(inputs, string(rune(i)), "a"+string([]byte{byte(i)}), string([]byte{byte(i)}))
+	}
+	envKey := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	scheme := regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.\-]*$`)
+	for _, s := range inputs {
+		assert.Equal(t, envKey.MatchString(s), isShellEnvKey(s), "env key %q", s)
+		assert.Equal(t, scheme.MatchString(s), isURLScheme(s), "URL scheme %q", s)
 	}
 }

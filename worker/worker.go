@@ -37,7 +37,8 @@ type Options struct {
 	// NewID returns a fresh UUID string; default uuid.NewString.
 	NewID func() string
 	// HTTPClient performs every Daytona request; default a client with a
-	// pooled transport and no overall timeout (each call has its own).
+	// pooled transport and no overall timeout (each call has its own),
+	// built when the first Daytona client is.
 	HTTPClient *http.Client
 	// MaxRequestsPerHost bounds the requests in flight to each Daytona host
 	// (see daytona.RequestQueue); zero: daytona.DefaultMaxRequestsPerHost.
@@ -61,7 +62,8 @@ type Worker struct {
 	syncs   syncStates
 	ptys    *pty.Manager // login PTYs and duplex channels
 
-	methods map[string]methodFunc // built once in New; read-only after
+	methods     map[string]methodFunc // built on first use; read-only after
+	methodsOnce sync.Once
 
 	mu          sync.Mutex
 	initialized bool
@@ -85,9 +87,6 @@ func New(host Host, opts Options) *Worker {
 	if opts.NewID == nil {
 		opts.NewID = uuid.NewString
 	}
-	if opts.HTTPClient == nil {
-		opts.HTTPClient = daytona.NewHTTPClient()
-	}
 	w := &Worker{
 		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID,
 		clients: clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
@@ -95,7 +94,6 @@ func New(host Host, opts Options) *Worker {
 		reapers: newReapers(),
 	}
 	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger})
-	w.methods = w.driverMethods()
 	return w
 }
 
@@ -149,6 +147,9 @@ func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 		protocol.MethodRefreshExternalObjects:
 		return nil, protocol.NotImplemented(req.Method)
 	}
+	// The table is built on first use, not at start: the host's first
+	// request (initialize) does not need it.
+	w.methodsOnce.Do(func() { w.methods = w.driverMethods() })
 	if h, ok := w.methods[req.Method]; ok {
 		return h(ctx, req.Params)
 	}

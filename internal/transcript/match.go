@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -20,12 +21,15 @@ func StringVar(s string) json.RawMessage {
 	return b
 }
 
+// The patterns compile on first use: the worker links this package for
+// --record alone, and compiling them at every start cost each worker start
+// about 80 KB of allocations and a few milliseconds.
 var (
-	varRef      = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	wholeVarRef = regexp.MustCompile(`"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"`)
-	uuidRe      = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	hex64Re     = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	placeholder = regexp.MustCompile(`<(any|string|nonempty|number|int|bool|uuid|iso8601|hex64|redacted|re:.+|capture:[A-Za-z_][A-Za-z0-9_]*)>`)
+	varRef      = lazyRegexp(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	wholeVarRef = lazyRegexp(`"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"`)
+	uuidRe      = lazyRegexp(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	hex64Re     = lazyRegexp(`^[0-9a-f]{64}$`)
+	placeholder = lazyRegexp(`<(any|string|nonempty|number|int|bool|uuid|iso8601|hex64|redacted|re:.+|capture:[A-Za-z_][A-Za-z0-9_]*)>`)
 	// inline placeholders usable inside a longer string, and what they match.
 	inlinePatterns = map[string]string{
 		"any":     `.*`,
@@ -42,8 +46,8 @@ var (
 // a longer string by the variable's string content.
 func Substitute(text []byte, vars Vars) ([]byte, error) {
 	var missing []string
-	out := wholeVarRef.ReplaceAllFunc(text, func(m []byte) []byte {
-		name := string(wholeVarRef.FindSubmatch(m)[1])
+	out := wholeVarRef().ReplaceAllFunc(text, func(m []byte) []byte {
+		name := string(wholeVarRef().FindSubmatch(m)[1])
 		v, ok := vars[name]
 		if !ok {
 			missing = append(missing, name)
@@ -51,8 +55,8 @@ func Substitute(text []byte, vars Vars) ([]byte, error) {
 		}
 		return v
 	})
-	out = varRef.ReplaceAllFunc(out, func(m []byte) []byte {
-		name := string(varRef.FindSubmatch(m)[1])
+	out = varRef().ReplaceAllFunc(out, func(m []byte) []byte {
+		name := string(varRef().FindSubmatch(m)[1])
 		v, ok := vars[name]
 		if !ok {
 			missing = append(missing, name)
@@ -114,7 +118,7 @@ func Match(expected, actual []byte, vars Vars) (Vars, error) {
 }
 
 func matchValue(path string, e, a any, captured Vars) error {
-	if s, ok := e.(string); ok && placeholder.MatchString(s) {
+	if s, ok := e.(string); ok && placeholder().MatchString(s) {
 		return matchPlaceholder(path, s, a, captured)
 	}
 	switch e := e.(type) {
@@ -171,7 +175,7 @@ func matchValue(path string, e, a any, captured Vars) error {
 }
 
 func matchPlaceholder(path, p string, a any, captured Vars) error {
-	if whole := placeholder.FindStringSubmatch(p); whole != nil && whole[0] == p {
+	if whole := placeholder().FindStringSubmatch(p); whole != nil && whole[0] == p {
 		kind := whole[1]
 		ok := false
 		switch {
@@ -221,9 +225,9 @@ func matchStringKind(kind, s string) bool {
 	case kind == "nonempty":
 		return s != ""
 	case kind == "uuid":
-		return uuidRe.MatchString(s)
+		return uuidRe().MatchString(s)
 	case kind == "hex64":
-		return hex64Re.MatchString(s)
+		return hex64Re().MatchString(s)
 	case kind == "iso8601":
 		_, err := time.Parse(time.RFC3339Nano, s)
 		return err == nil
@@ -240,7 +244,7 @@ func inlineRegexp(p string) *regexp.Regexp {
 	b.WriteString("^")
 	rest := p
 	for {
-		loc := placeholder.FindStringSubmatchIndex(rest)
+		loc := placeholder().FindStringSubmatchIndex(rest)
 		if loc == nil {
 			b.WriteString(regexp.QuoteMeta(rest))
 			break
@@ -309,7 +313,7 @@ func Capture(expected, actual []byte, vars Vars) Vars {
 	walk = func(e, a any) {
 		switch e := e.(type) {
 		case string:
-			if m := placeholder.FindStringSubmatch(e); m != nil && m[0] == e && strings.HasPrefix(m[1], "capture:") {
+			if m := placeholder().FindStringSubmatch(e); m != nil && m[0] == e && strings.HasPrefix(m[1], "capture:") {
 				if raw, err := json.Marshal(a); err == nil {
 					out[strings.TrimPrefix(m[1], "capture:")] = raw
 				}
@@ -334,4 +338,9 @@ func Capture(expected, actual []byte, vars Vars) Vars {
 	}
 	walk(e, a)
 	return out
+}
+
+// lazyRegexp returns expr compiled once, when first asked for.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

@@ -2,14 +2,13 @@ package transcript
 
 import (
 	"encoding/json"
-	"regexp"
 	"sort"
 	"strings"
 )
 
 var (
-	uuidInText = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
-	isoInText  = regexp.MustCompile(`[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[-+][0-9]{2}:[0-9]{2})`)
+	uuidInText = lazyRegexp(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
+	isoInText  = lazyRegexp(`[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[-+][0-9]{2}:[0-9]{2})`)
 )
 
 // volatileNumbers are keys whose numeric values change from run to run.
@@ -67,7 +66,7 @@ func stringVars(vars Vars) []namedValue {
 
 func generalize(key string, a, old, oldRaw any, vars []namedValue) any {
 	if os, ok := oldRaw.(string); ok {
-		if (placeholder.MatchString(os) || varRef.MatchString(os)) && matchValue("$", old, a, Vars{}) == nil {
+		if (placeholder().MatchString(os) || varRef().MatchString(os)) && matchValue("$", old, a, Vars{}) == nil {
 			return os
 		}
 	}
@@ -112,15 +111,15 @@ func generalizeString(s string, vars []namedValue) string {
 			return "${" + v.name + "}"
 		}
 	}
-	if uuidRe.MatchString(s) {
+	if uuidRe().MatchString(s) {
 		return "<uuid>"
 	}
-	if isoInText.FindString(s) == s && s != "" {
+	if isoInText().FindString(s) == s && s != "" {
 		return "<iso8601>"
 	}
 	for _, v := range vars {
 		s = strings.ReplaceAll(s, v.value, "${"+v.name+"}")
 	}
-	s = uuidInText.ReplaceAllString(s, "<uuid>")
-	return isoInText.ReplaceAllString(s, "<iso8601>")
+	s = uuidInText().ReplaceAllString(s, "<uuid>")
+	return isoInText().ReplaceAllString(s, "<iso8601>")
 }
