@@ -1,10 +1,12 @@
 package daytona
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -209,14 +211,104 @@ func (p *PreparedStream) Close() {
 // preparedClient is an HTTP client that sends its one request over conn:
 // the WebSocket handshake on a prepared connection.
 func preparedClient(conn net.Conn) *http.Client {
-	var once sync.Once
-	handOver := func(context.Context, string, string) (net.Conn, error) {
-		var c net.Conn
-		once.Do(func() { c = conn })
-		if c == nil {
-			return nil, errors.New("daytona: prepared connection already used")
-		}
-		return c, nil
+	return &http.Client{Transport: &handshakeTransport{conn: conn}}
+}
+
+// handshakeBufferSize holds a handshake's response headers; frames that
+// arrive with them stay in it until the WebSocket reads them.
+const handshakeBufferSize = 4 << 10
+
+// handshakeTransport sends one request over a prepared connection and reads
+// its response, as an http.Transport would for a WebSocket handshake, but
+// without a transport's pool, its two goroutines and its buffers for a
+// connection that is only ever used once. A 101 response's body is the
+// connection itself (the WebSocket library takes it over); any other
+// response closes the connection once its body is closed.
+type handshakeTransport struct {
+	mu   sync.Mutex
+	conn net.Conn // nil once used
+	// open is the connection while its handshake is refused but its body
+	// not yet closed; CloseIdleConnections closes it.
+	open net.Conn
+}
+
+func (t *handshakeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.mu.Lock()
+	conn := t.conn
+	t.conn = nil
+	t.mu.Unlock()
+	if conn == nil {
+		return nil, errors.New("daytona: prepared connection already used")
 	}
-	return &http.Client{Transport: &http.Transport{DialContext: handOver, DialTLSContext: handOver}}
+	// The request's context bounds the handshake, as in a transport.
+	cancelled := make(chan struct{})
+	stop := context.AfterFunc(req.Context(), func() {
+		close(cancelled)
+		_ = conn.Close()
+	})
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		_ = conn.Close()
+		select {
+		case <-cancelled:
+			return nil, req.Context().Err()
+		default:
+			return nil, err
+		}
+	}
+	if err := req.Write(conn); err != nil {
+		return fail(err)
+	}
+	br := bufio.NewReaderSize(conn, handshakeBufferSize)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return fail(err)
+	}
+	if !stop() {
+		_ = resp.Body.Close()
+		return fail(req.Context().Err())
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body = &upgradedConn{Reader: br, conn: conn}
+		return resp, nil
+	}
+	t.mu.Lock()
+	t.open = conn
+	t.mu.Unlock()
+	resp.Body = &connClosingBody{ReadCloser: resp.Body, conn: conn}
+	return resp, nil
+}
+
+// CloseIdleConnections closes the connection of a refused handshake.
+func (t *handshakeTransport) CloseIdleConnections() {
+	t.mu.Lock()
+	conn := t.open
+	t.open = nil
+	t.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// upgradedConn is the connection after a 101, read through the buffer the
+// response was read with.
+type upgradedConn struct {
+	*bufio.Reader
+	conn net.Conn
+}
+
+func (u *upgradedConn) Write(p []byte) (int, error) { return u.conn.Write(p) }
+func (u *upgradedConn) Close() error                { return u.conn.Close() }
+
+// connClosingBody closes the connection with the body of a refused
+// handshake.
+type connClosingBody struct {
+	io.ReadCloser
+	conn net.Conn
+}
+
+func (b *connClosingBody) Close() error {
+	err := b.ReadCloser.Close()
+	_ = b.conn.Close()
+	return err
 }

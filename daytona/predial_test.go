@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -347,5 +348,59 @@ func TestPreparedStreamCarriesThePtyHandshake(t *testing.T) {
 	}
 	if n := watch.opened.Load(); n != 2 {
 		t.Errorf("%d connections opened, want 2 (create and prepared)", n)
+	}
+}
+
+// A handshake on a prepared connection that gets no answer ends with its
+// context, and its connection is closed.
+func TestPreparedHandshakeEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	serverSaw := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			serverSaw <- err
+			return
+		}
+		defer c.Close()
+		_, err = io.Copy(io.Discard, c) // reads the request, never answers
+		serverSaw <- err
+	}()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ln.Addr().String()+"/logs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := preparedClient(conn).Do(req)
+		errc <- err
+	}()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	// The server sees the connection closed (EOF, a nil error from Copy).
+	if err := <-serverSaw; err != nil {
+		t.Errorf("server: %v", err)
+	}
+	// The connection serves one request only.
+	second, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+ln.Addr().String()+"/logs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := preparedClient(conn)
+	client.Transport.(*handshakeTransport).conn = nil // as after a first request
+	if _, err := client.Do(second); err == nil {
+		t.Error("a used prepared connection must refuse a second request")
 	}
 }
