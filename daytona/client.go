@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -115,6 +116,8 @@ type Client struct {
 	streams *streamDialer // nil: log streams are not prepared
 	queue   *RequestQueue
 	log     zerolog.Logger
+	// copyBuffers lends log streams the buffer a message is copied through.
+	copyBuffers sync.Pool
 }
 
 // New builds a Client from cfg.
@@ -145,6 +148,7 @@ func New(cfg Config) (*Client, error) {
 	if c.queue == nil {
 		c.queue = NewRequestQueue(0)
 	}
+	c.copyBuffers.New = func() any { return new([copyBufferSize]byte) }
 	if c.http == nil {
 		c.http = NewHTTPClient()
 	}

@@ -138,13 +138,15 @@ func (t *Toolbox) followOnce(ctx context.Context, u *url.URL, opts FollowOptions
 		&resumeWriter{w: opts.Stdout, delivered: &res.StdoutBytes},
 		&resumeWriter{w: opts.Stderr, delivered: &res.StderrBytes},
 	)
-	buf := make([]byte, 32<<10)
 	for {
 		// Text frames are not expected; like the TypeScript SDK, their bytes
-		// are demultiplexed too rather than lost.
+		// are demultiplexed too rather than lost. The copy buffer is borrowed
+		// per message, so a stream waiting on a quiet command holds none.
 		_, rd, err := conn.Reader(context.Background())
 		if err == nil {
-			err = copyMessage(demux, rd, buf)
+			buf := t.c.copyBuffers.Get().(*[copyBufferSize]byte)
+			err = copyMessage(demux, rd, buf[:])
+			t.c.copyBuffers.Put(buf)
 		}
 		if err == nil {
 			continue
@@ -167,6 +169,9 @@ func (t *Toolbox) followOnce(ctx context.Context, u *url.URL, opts FollowOptions
 		return end, nil
 	}
 }
+
+// copyBufferSize is the piece of a log message copied at a time.
+const copyBufferSize = 32 << 10
 
 // copyMessage streams one WebSocket message into w without buffering it.
 func copyMessage(w io.Writer, r io.Reader, buf []byte) error {
