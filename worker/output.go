@@ -84,7 +84,9 @@ func (b *blockBuffer) String() string {
 // encoding/json does (invalid UTF-8 becomes U+FFFD) but without HTML
 // escaping and without ever holding the whole encoding in memory.
 func (b *blockBuffer) writeJSONString(w io.Writer) error {
-	e := jsonStringWriter{w: w, buf: make([]byte, 0, 64<<10)}
+	// Room for the text and a few escapes, up to what one flush holds:
+	// most commands print little, and every execute writes two of these.
+	e := jsonStringWriter{w: w, buf: make([]byte, 0, min(b.n+b.n/4+16, escapeFlushBytes+8*escapePieceBytes))}
 	e.buf = append(e.buf, '"')
 	for _, blk := range b.blocks {
 		if err := e.write(blk); err != nil {

@@ -262,3 +262,17 @@ func randomBytes(n int) []byte {
 	}
 	return out
 }
+
+// A command that prints nothing costs the relay no sender goroutine and
+// the host no notification.
+func TestRelayWithoutOutputStartsNoSender(t *testing.T) {
+	t.Parallel()
+	delivered := 0
+	r := startLogRelay(func(int, [][]byte) error { delivered++; return nil })
+	r.close()
+	assert.False(t, r.sending)
+	assert.Zero(t, delivered)
+	_, _ = r.stream(0).Write([]byte("late")) // after close: kept, not sent
+	assert.Zero(t, delivered)
+	assert.EqualValues(t, 4, r.collected(0))
+}

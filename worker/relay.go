@@ -34,6 +34,7 @@ type logRelay struct {
 	spare   []logSegment
 	bytes   int
 	closed  bool
+	sending bool           // the sender goroutine has been started
 	next    [2]blockCursor // where each stream's first pending byte is in out
 
 	carry   [2][]byte // sender only: a rune split by the last segment
@@ -73,10 +74,11 @@ func newLogNotifier(notify func(params any) error) *logRelay {
 	return r
 }
 
+// startLogRelay returns a relay whose sender starts with the first output:
+// a command that prints nothing costs no goroutine.
 func startLogRelay(deliver func(stream int, chunk [][]byte) error) *logRelay {
 	r := &logRelay{deliver: deliver, done: make(chan struct{})}
 	r.cond = sync.NewCond(&r.mu)
-	go r.run()
 	return r
 }
 
@@ -101,6 +103,10 @@ func (w *relayWriter) Write(p []byte) (int, error) {
 	r.out[w.i].Write(p)
 	if r.closed {
 		return len(p), nil
+	}
+	if !r.sending {
+		r.sending = true
+		go r.run()
 	}
 	if n := len(r.pending); n > 0 && r.pending[n-1].stream == w.i {
 		r.pending[n-1].n += len(p)
@@ -179,9 +185,12 @@ func (r *logRelay) forward(stream int, data [][]byte, final bool) {
 func (r *logRelay) close() {
 	r.mu.Lock()
 	r.closed = true
+	sending := r.sending
 	r.cond.Broadcast()
 	r.mu.Unlock()
-	<-r.done
+	if sending {
+		<-r.done
+	}
 }
 
 // collected returns how many bytes of each stream have been collected.
