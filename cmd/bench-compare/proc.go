@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// procMemory returns a process's peak and current resident memory
+// (VmHWM and VmRSS) in MiB.
+func procMemory(pid int) (peak, rss float64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(fields[1], 64)
+		switch fields[0] {
+		case "VmHWM:":
+			peak = kb / 1024
+		case "VmRSS:":
+			rss = kb / 1024
+		}
+	}
+	return peak, rss, nil
+}
+
+// procCPU is the CPU time (user and system) a process's threads have used,
+// from each thread's schedstat, in nanoseconds: the clock-tick counts of
+// /proc/PID/stat are too coarse for a process that starts in milliseconds.
+func procCPU(pid int) (time.Duration, error) {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		return 0, fmt.Errorf("no schedstat for pid %d", pid)
+	}
+	var total int64
+	for _, t := range tasks {
+		data, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		f := bytes.Fields(data)
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err == nil {
+			total += ns
+		}
+	}
+	return time.Duration(total), nil
+}
+
+// procFaults is the number of minor page faults a process has taken (each
+// first touch of a page of its memory), from /proc/PID/stat.
+func procFaults(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name (which may hold spaces): minflt is
+	// the 10th of the line, the 8th after the name.
+	rest := data[bytes.LastIndexByte(data, ')')+2:]
+	f := strings.Fields(string(rest))
+	if len(f) < 8 {
+		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	return strconv.ParseFloat(f[7], 64)
+}
+
+// machine describes where the numbers were taken.
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return model
+}
+
+// loadAverage is the 1-, 5- and 15-minute load from /proc/loadavg.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
