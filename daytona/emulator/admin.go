@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -23,6 +24,8 @@ type faultJSON struct {
 	DropWebSocketAfterBytes int        `json:"dropWebSocketAfterBytes,omitempty"`
 	Command                 string     `json:"command,omitempty"`
 	Reply                   *ExecReply `json:"reply,omitempty"`
+	HalfOpenAfterEnd        bool       `json:"halfOpenAfterEnd,omitempty"`
+	ExitCodeDelay           string     `json:"exitCodeDelay,omitempty"`
 }
 
 func (s *Server) adminRoutes(mux *http.ServeMux) {
@@ -178,9 +181,13 @@ func toFaultJSON(f Fault) faultJSON {
 		Method: f.Method, Path: f.Path, SandboxID: f.SandboxID, Times: f.Times, Status: f.Status,
 		Body: f.Body, RetryAfter: f.RetryAfter, Hang: f.Hang, DropWebSocketAfterBytes: f.DropWebSocketAfterBytes,
 		Command: f.Command, Reply: f.Reply,
+		HalfOpenAfterEnd: f.HalfOpenAfterEnd,
 	}
 	if f.Latency > 0 {
 		fj.Latency = f.Latency.String()
+	}
+	if f.ExitCodeDelay > 0 {
+		fj.ExitCodeDelay = f.ExitCodeDelay.String()
 	}
 	return fj
 }
@@ -190,13 +197,21 @@ func fromFaultJSON(fj faultJSON) (Fault, error) {
 		Method: fj.Method, Path: fj.Path, SandboxID: fj.SandboxID, Times: fj.Times, Status: fj.Status,
 		Body: fj.Body, RetryAfter: fj.RetryAfter, Hang: fj.Hang, DropWebSocketAfterBytes: fj.DropWebSocketAfterBytes,
 		Command: fj.Command, Reply: fj.Reply,
+		HalfOpenAfterEnd: fj.HalfOpenAfterEnd,
 	}
-	if fj.Latency != "" {
-		d, err := time.ParseDuration(fj.Latency)
-		if err != nil {
-			return Fault{}, errors.New("latency must be a Go duration, e.g. \"250ms\"")
+	for _, d := range []struct {
+		name string
+		text string
+		into *time.Duration
+	}{{"latency", fj.Latency, &f.Latency}, {"exitCodeDelay", fj.ExitCodeDelay, &f.ExitCodeDelay}} {
+		if d.text == "" {
+			continue
 		}
-		f.Latency = d
+		v, err := time.ParseDuration(d.text)
+		if err != nil || v < 0 {
+			return Fault{}, fmt.Errorf("%s must be a non-negative Go duration, e.g. \"250ms\"", d.name)
+		}
+		*d.into = v
 	}
 	if f.Status != 0 && (f.Status < 100 || f.Status > 599) {
 		return Fault{}, errors.New("status must be an HTTP status code")

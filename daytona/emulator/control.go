@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -114,6 +116,78 @@ func (s *Server) Requests() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.requests)
+}
+
+// RequestRecord is one request the emulator received.
+type RequestRecord struct {
+	Method    string
+	Path      string
+	Route     string // the matched pattern, as Requests keys it
+	SandboxID string // the sandbox the request is about; "" when none
+}
+
+// Recording collects every request the emulator receives, in arrival order,
+// from Record until Stop (admin calls excepted), so a test can assert the
+// exact calls one operation made, e.g. that a command read the control
+// plane once or not at all. Recordings may overlap.
+type Recording struct {
+	s    *Server
+	mu   sync.Mutex
+	reqs []RequestRecord
+}
+
+// Record starts a Recording.
+func (s *Server) Record() *Recording {
+	rc := &Recording{s: s}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recordings == nil {
+		s.recordings = map[*Recording]struct{}{}
+	}
+	s.recordings[rc] = struct{}{}
+	return rc
+}
+
+func (rc *Recording) add(r RequestRecord) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.reqs = append(rc.reqs, r)
+}
+
+// Stop ends the recording and returns what it collected.
+func (rc *Recording) Stop() []RequestRecord {
+	rc.s.mu.Lock()
+	delete(rc.s.recordings, rc)
+	rc.s.mu.Unlock()
+	return rc.Requests()
+}
+
+// Requests returns what the recording collected so far.
+func (rc *Recording) Requests() []RequestRecord {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.reqs)
+}
+
+// Count is how many recorded requests matched route (a Requests key) and,
+// unless sandboxID is "", were about that sandbox.
+func (rc *Recording) Count(route, sandboxID string) int {
+	n := 0
+	for _, r := range rc.Requests() {
+		if r.Route == route && (sandboxID == "" || r.SandboxID == sandboxID) {
+			n++
+		}
+	}
+	return n
+}
+
+// Routes lists the recorded requests' routes in arrival order.
+func (rc *Recording) Routes() []string {
+	var out []string
+	for _, r := range rc.Requests() {
+		out = append(out, r.Route)
+	}
+	return out
 }
 
 // ResetRequests zeroes the request counters.

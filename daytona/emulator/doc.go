@@ -84,16 +84,19 @@
 //
 // Go: AddFault (latency, status such as 429/503 with Retry-After, hangs,
 // gates that hold requests until the test releases them, WebSocket drops
-// mid-stream, execute replies for commands containing a text instead of
-// running them; scoped by method, path regexp, sandbox, command text and
-// count), AddSnapshotFault (a snapshot job that is slow, fails silently as
-// the real job handler lets it, or leaves the sandbox in error),
+// mid-stream, a followed command log left silent and half-open after the
+// command ends, an exit code published only a while after the command's log
+// closed, execute replies for commands containing a text instead of running
+// them; scoped by method, path regexp, sandbox, command text and count),
+// AddSnapshotFault (a snapshot job that is slow, fails silently as the real
+// job handler lets it, or leaves the sandbox in error),
 // StopBehindClientsBack, SetError, SetMissingContainer
 // (MissingContainerReason), SetProcessEnv, AdvanceClock, Reap, Sandboxes,
-// Sandbox, Snapshots, SSHAccess, LiveProcesses, Requests, IssuedSecrets
-// (every SSH and preview token handed out, so tests can prove none leaked),
-// Journal (each sandbox's commands and file transfers, in order: what a
-// client asked for).
+// Sandbox, Snapshots, SSHAccess, LiveProcesses, Requests (counts per
+// route), Record (every request of an operation, in order, with its route
+// and sandbox), IssuedSecrets (every SSH and preview token handed out, so
+// tests can prove none leaked), Journal (each sandbox's commands and file
+// transfers, in order: what a client asked for).
 //
 // HTTP, same bearer key, JSON:
 //
@@ -106,7 +109,8 @@
 //	POST   /_emulator/faults                           {"method","path","sandboxId","times","latency":"250ms",
 //	                                                    "status","body","retryAfter","hang",
 //	                                                    "dropWebSocketAfterBytes","command",
-//	                                                    "reply":{"exitCode","result"}} → 201 {"id":N}
+//	                                                    "reply":{"exitCode","result"},"halfOpenAfterEnd",
+//	                                                    "exitCodeDelay":"2s"} → 201 {"id":N}
 //	DELETE /_emulator/faults/{id}, DELETE /_emulator/faults   → 204
 //	GET    /_emulator/requests                         {"POST /api/sandbox": 2, …}
 //	DELETE /_emulator/requests                         → 204 (reset counters)

@@ -15,7 +15,9 @@ import (
 // Fault describes a failure to inject into matching requests. A request
 // matches when every non-empty selector matches; the first matching fault (in
 // the order added) applies. Latency runs first, then Hang, Status or the
-// WebSocket drop; a fault with only Latency delays the real handler.
+// behaviours the real handler takes on (the WebSocket drop, the half-open log
+// stream, the delayed exit code); a fault with only Latency delays the real
+// handler.
 type Fault struct {
 	Method    string // HTTP method; "" = any
 	Path      string // regexp on the URL path, e.g. `^/api/sandbox$` or `/process/execute$`; "" = any
@@ -41,6 +43,19 @@ type Fault struct {
 	// Gate holds a matching request until the channel is closed, then lets
 	// it through to the real handler (Go only; the admin API has no gates).
 	Gate <-chan struct{}
+
+	// HalfOpenAfterEnd, on a followed session-command log (WebSocket or HTTP),
+	// sends the whole output and then goes silent once the command has ended:
+	// no close frame, no end of stream, the connection left open until the
+	// client gives up (a half-open connection whose close never arrives).
+	HalfOpenAfterEnd bool
+
+	// ExitCodeDelay, on a session exec (POST …/process/session/{id}/exec),
+	// makes the command it starts publish its exit code that long after the
+	// command ended: its followed log closes as soon as the output is
+	// complete, while GET …/command/{id} still answers exitCode null (as the
+	// daemon does for a moment after the log closes).
+	ExitCodeDelay time.Duration
 }
 
 // ExecReply is the outcome an execute fault answers with.
@@ -56,7 +71,15 @@ type faultEntry struct {
 	left int // remaining hits when f.Times > 0
 }
 
-type dropAfterKey struct{}
+// appliedFaultKey carries the fault a request matched to the real handler.
+type appliedFaultKey struct{}
+
+// appliedFault is the fault the request matched, if the real handler has a
+// part to play in it.
+func appliedFault(r *http.Request) *Fault {
+	f, _ := r.Context().Value(appliedFaultKey{}).(*Fault)
+	return f
+}
 
 // AddFault installs f and returns a function that removes it. Path must be a
 // valid regexp (AddFault panics otherwise: it is a test's programming error;
@@ -177,7 +200,8 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 		return r, false
 	}
 	s.log.Info().Str("method", r.Method).Str("path", r.URL.Path).Int("status", f.Status).
-		Dur("latency", f.Latency).Bool("hang", f.Hang).Msg("injecting fault")
+		Dur("latency", f.Latency).Bool("hang", f.Hang).Int("dropAfter", f.DropWebSocketAfterBytes).
+		Bool("halfOpenAfterEnd", f.HalfOpenAfterEnd).Dur("exitCodeDelay", f.ExitCodeDelay).Msg("injecting fault")
 
 	if f.Latency > 0 || f.Hang || f.Gate != nil {
 		release, ok := s.hold()
@@ -223,8 +247,8 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 		s.writeFault(w, r, f)
 		return r, true
 	}
-	if f.DropWebSocketAfterBytes > 0 {
-		r = r.WithContext(context.WithValue(r.Context(), dropAfterKey{}, f.DropWebSocketAfterBytes))
+	if f.DropWebSocketAfterBytes > 0 || f.HalfOpenAfterEnd || f.ExitCodeDelay > 0 {
+		r = r.WithContext(context.WithValue(r.Context(), appliedFaultKey{}, f))
 	}
 	return r, false
 }

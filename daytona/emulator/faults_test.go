@@ -3,6 +3,7 @@ package emulator_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -100,6 +101,100 @@ func TestFaults(t *testing.T) {
 		assert.Equal(t, 100, got)
 	})
 
+	t.Run("log stream half-open after the command ends", func(t *testing.T) {
+		t.Parallel()
+		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+		id := c.create(nil)["id"].(string)
+		require.Equal(t, 201, c.tb(id, "POST", "/process/session", map[string]any{"sessionId": "s"}).status)
+		_, out := c.sessionExec(id, "s", "echo one; echo two >&2", false)
+		require.Equal(t, 0, *out.ExitCode, "the command has ended")
+		env.Server.AddFault(emulator.Fault{Path: `/logs$`, HalfOpenAfterEnd: true, Times: 2})
+		logs := "/process/session/s/command/" + out.CmdID + "/logs?follow=true"
+
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		conn, _, err := c.dial(ctx, c.wsURL(id, logs))
+		require.NoError(t, err)
+		defer conn.CloseNow()
+		var d demuxer
+		for d.stdout.String() != "one\n" || d.stderr.String() != "two\n" {
+			_, b, err := conn.Read(ctx)
+			require.NoError(t, err, "the output arrives in full first")
+			d.write(b)
+		}
+		// Then nothing: no close frame and no end, however long one waits
+		// (a short wait suffices to see that it is not immediate).
+		quiet, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, _, err = conn.Read(quiet)
+		stop()
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "the stream ended: %v", err)
+
+		// The chunked HTTP follow holds its body open the same way.
+		hctx, hcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer hcancel()
+		req, err := http.NewRequestWithContext(hctx, "GET", env.ToolboxURL(id)+logs, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+env.APIKey)
+		res, err := c.http.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "the body ended")
+		lines := strings.SplitAfter(string(body), "\n")
+		assert.ElementsMatch(t, []string{"one\n", "two\n", ""}, lines, "both streams, in the order the labelers wrote them")
+		assert.Empty(t, env.Server.Faults())
+	})
+
+	t.Run("exit code published after a delay", func(t *testing.T) {
+		t.Parallel()
+		const delay = 3 * time.Second
+		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+		id := c.create(nil)["id"].(string)
+		require.Equal(t, 201, c.tb(id, "POST", "/process/session", map[string]any{"sessionId": "s"}).status)
+		env.Server.AddFault(emulator.Fault{Path: `/exec$`, ExitCodeDelay: delay, Times: 1})
+		dispatched := time.Now()
+		status, out := c.sessionExec(id, "s", "echo done; (exit 3)", true)
+		require.Equal(t, 202, status)
+
+		// The followed log ends normally once the output is complete...
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		conn, _, err := c.dial(ctx, c.wsURL(id, "/process/session/s/command/"+out.CmdID+"/logs?follow=true"))
+		require.NoError(t, err)
+		defer conn.CloseNow()
+		var d demuxer
+		for {
+			_, b, err := conn.Read(ctx)
+			if err != nil {
+				assert.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(err), "%v", err)
+				break
+			}
+			d.write(b)
+		}
+		assert.Equal(t, "done\n", d.stdout.String())
+
+		// ...while the exit code is not there yet (it cannot be before the
+		// delay has passed since the dispatch)...
+		cmd := func() map[string]any {
+			return c.tb(id, "GET", "/process/session/s/command/"+out.CmdID, nil).obj(t)
+		}
+		first := cmd()
+		if elapsed := time.Since(dispatched); elapsed < delay {
+			assert.Nil(t, first["exitCode"], "the exit code showed %s after the dispatch", elapsed)
+		} else {
+			t.Logf("the machine stalled for %s: the early read is not checked", elapsed)
+		}
+		// ...and it shows up after the delay.
+		require.Eventually(t, func() bool { return cmd()["exitCode"] != nil }, 30*time.Second, 50*time.Millisecond)
+		assert.EqualValues(t, 3, cmd()["exitCode"])
+		assert.GreaterOrEqual(t, time.Since(dispatched), delay)
+
+		// Later commands are not delayed (the fault hit once).
+		_, again := c.sessionExec(id, "s", "(exit 4)", false)
+		require.NotNil(t, again.ExitCode)
+		assert.Equal(t, 4, *again.ExitCode)
+	})
+
 	t.Run("admin API", func(t *testing.T) {
 		t.Parallel()
 		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
@@ -117,6 +212,17 @@ func TestFaults(t *testing.T) {
 		assert.Equal(t, 204, admin("DELETE", "/faults/"+strconv.Itoa(fid), nil).status)
 		assert.Equal(t, 200, c.api("GET", "/sandbox", nil).status)
 		assert.Equal(t, 400, admin("POST", "/faults", map[string]any{"path": "("}).status)
+		assert.Equal(t, 400, admin("POST", "/faults", map[string]any{"exitCodeDelay": "soon"}).status)
+		r = admin("POST", "/faults", map[string]any{"path": "/logs$", "halfOpenAfterEnd": true, "exitCodeDelay": "2s"})
+		require.Equal(t, 201, r.status, "%s", r.body)
+		installed := env.Server.Faults()
+		require.Len(t, installed, 1)
+		assert.True(t, installed[0].Fault.HalfOpenAfterEnd)
+		assert.Equal(t, 2*time.Second, installed[0].Fault.ExitCodeDelay)
+		admin("GET", "/faults", nil).json(t, &faults)
+		assert.Equal(t, true, faults[0]["halfOpenAfterEnd"])
+		assert.Equal(t, "2s", faults[0]["exitCodeDelay"])
+		assert.Equal(t, 204, admin("DELETE", "/faults", nil).status)
 
 		id := c.create(map[string]any{"labels": map[string]string{"x": "y"}})["id"].(string)
 		var views []emulator.SandboxView
@@ -276,4 +382,35 @@ func TestCloseLeavesNoProcess(t *testing.T) {
 	assert.Equal(t, 0, srv.LiveProcesses())
 	assert.NoDirExists(t, root, "a temporary root is removed")
 	require.NoError(t, srv.Close(), "Close is idempotent")
+}
+
+// TestRecordingCollectsEachRequest checks that a recording sees every
+// request between Record and Stop, in order, with its route and sandbox.
+func TestRecordingCollectsEachRequest(t *testing.T) {
+	t.Parallel()
+	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+	a := c.create(nil)["id"].(string)
+	b := c.create(nil)["id"].(string)
+
+	rec := env.Server.Record()
+	c.api("GET", "/sandbox/"+a, nil)
+	c.tb(b, "GET", "/work-dir", nil)
+	inner := env.Server.Record()
+	c.api("GET", "/sandbox/"+b, nil)
+	inner.Stop()
+	assert.Equal(t, []string{"GET /api/sandbox/{idOrName}"}, inner.Routes(), "recordings overlap")
+	c.api("POST", "/sandbox/"+a+"/stop", nil)
+	c.do("GET", env.HTTP.URL+"/_emulator/sandboxes", nil)
+	got := rec.Stop()
+	c.api("GET", "/sandbox/"+a, nil)
+
+	assert.Equal(t, []string{"GET /api/sandbox/{idOrName}", "GET /toolbox/{sandboxId}/work-dir",
+		"GET /api/sandbox/{idOrName}", "POST /api/sandbox/{idOrName}/stop"}, rec.Routes(), "admin calls and calls after Stop are not recorded")
+	require.Len(t, got, 4)
+	assert.Equal(t, emulator.RequestRecord{Method: "GET", Path: "/api/sandbox/" + a, Route: "GET /api/sandbox/{idOrName}", SandboxID: a}, got[0])
+	assert.Equal(t, b, got[1].SandboxID)
+	assert.Equal(t, 1, rec.Count("GET /api/sandbox/{idOrName}", a))
+	assert.Equal(t, 1, rec.Count("GET /api/sandbox/{idOrName}", b))
+	assert.Equal(t, 2, rec.Count("GET /api/sandbox/{idOrName}", ""))
+	assert.Zero(t, rec.Count("GET /toolbox/{sandboxId}/work-dir", a))
 }

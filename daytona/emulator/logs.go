@@ -61,11 +61,12 @@ type logFollower struct {
 }
 
 // next reads what is available. over reports that nothing more will come:
-// the exit code was already set before this read, or the session is gone.
+// the command had ended (exit code set, or output complete under an
+// ExitCodeDelay fault) before this read, or the session is gone.
 func (lf *logFollower) next() (chunk []byte, over bool, wait <-chan struct{}, err error) {
 	wait = lf.c.waitChan()
 	lf.s.mu.Lock()
-	done := lf.c.exitCode != nil || lf.se.deleted
+	done := lf.c.exitCode != nil || lf.c.ended || lf.se.deleted
 	lf.s.mu.Unlock()
 	n, err := lf.f.Read(lf.buf)
 	if n > 0 {
@@ -102,6 +103,7 @@ func (s *Server) followLogsWS(w http.ResponseWriter, r *http.Request, se *sessio
 	// Read what is there in large pieces; sendFrames cuts them into the
 	// daemon's frame size.
 	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, max(logReadSize, s.opts.logFrameSize()))}
+	halfOpen := appliedFault(r) != nil && appliedFault(r).HalfOpenAfterEnd
 	var strip markerStripper
 	for {
 		chunk, over, wait, err := lf.next()
@@ -120,6 +122,13 @@ func (s *Server) followLogsWS(w http.ResponseWriter, r *http.Request, se *sessio
 		}
 		if over {
 			if rest := strip.flush(); len(rest) > 0 && !s.sendFrames(ctx, out, rest) {
+				return
+			}
+			if halfOpen {
+				// Silent from here on: no close frame until the client (or
+				// Close) ends the connection.
+				<-ctx.Done()
+				_ = conn.CloseNow()
 				return
 			}
 			_ = conn.Close(websocket.StatusNormalClosure, "")
@@ -178,6 +187,7 @@ func (s *Server) followLogsHTTP(w http.ResponseWriter, r *http.Request, se *sess
 	w.WriteHeader(http.StatusOK)
 	flusher, _ := w.(http.Flusher)
 	lf := &logFollower{s: s, se: se, c: c, f: f, buf: make([]byte, 32<<10)}
+	halfOpen := appliedFault(r) != nil && appliedFault(r).HalfOpenAfterEnd
 	var strip markerStripper
 	for {
 		chunk, over, wait, err := lf.next()
@@ -195,6 +205,15 @@ func (s *Server) followLogsHTTP(w http.ResponseWriter, r *http.Request, se *sess
 		}
 		if over {
 			_, _ = w.Write(strip.flush())
+			if halfOpen {
+				if flusher != nil {
+					flusher.Flush()
+				}
+				select {
+				case <-r.Context().Done():
+				case <-s.ctx.Done():
+				}
+			}
 			return
 		}
 		select {

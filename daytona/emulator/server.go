@@ -41,6 +41,7 @@ type Server struct {
 	faults      []*faultEntry
 	nextFaultID int
 	requests    map[string]int
+	recordings  map[*Recording]struct{}
 	sshAccess   map[string]*sshAccess // by token
 	issued      map[string]bool       // every secret handed out (IssuedSecrets)
 
@@ -215,6 +216,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.requests[pattern]++
+	if len(s.recordings) > 0 {
+		rec := RequestRecord{Method: r.Method, Path: r.URL.Path, Route: pattern, SandboxID: s.sandboxIDForPathLocked(r.URL.Path)}
+		for rc := range s.recordings {
+			rc.add(rec)
+		}
+	}
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {

@@ -62,6 +62,11 @@ type sessCmd struct {
 	// Guarded by Server.mu.
 	exitCode *int
 	done     chan struct{} // closed once exitCode is set
+	// exitDelay holds the exit code back that long after the command ended
+	// (an ExitCodeDelay fault); ended is set meanwhile: the output is
+	// complete, so followed logs close, but the exit code reads null.
+	exitDelay time.Duration
+	ended     bool
 
 	logMu  sync.Mutex
 	log    *os.File
@@ -242,7 +247,7 @@ func (s *Server) sessionLoop(se *session) {
 
 // finishCommand closes the command's input and our FIFO write ends, lets the
 // labelers drain (bounded: a background child may keep the pipes open), then
-// publishes the exit code.
+// publishes the exit code, at once or after the command's exitDelay.
 func (s *Server) finishCommand(c *sessCmd, code int) {
 	s.mu.Lock()
 	if c.finished {
@@ -269,6 +274,32 @@ func (s *Server) finishCommand(c *sessCmd, code int) {
 	case <-s.ctx.Done():
 	}
 	t.Stop()
+	s.mu.Lock()
+	delay := c.exitDelay
+	if delay > 0 {
+		c.ended = true
+		if !s.goLocked(func() {
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-s.ctx.Done():
+			}
+			s.publishExit(c, code)
+		}) {
+			delay = 0 // closed: nothing is left to wait for it
+		}
+	}
+	s.mu.Unlock()
+	if delay > 0 {
+		c.wake() // the output is complete: followed logs end
+		return
+	}
+	s.publishExit(c, code)
+}
+
+// publishExit makes the command's exit code visible and wakes its followers.
+func (s *Server) publishExit(c *sessCmd, code int) {
 	_ = os.WriteFile(filepath.Join(c.dir, "exit_code"), []byte(strconv.Itoa(code)), 0o644)
 	s.mu.Lock()
 	c.exitCode = &code
@@ -402,6 +433,9 @@ func (s *Server) handleSessionExec(w http.ResponseWriter, r *http.Request, sb *s
 		return
 	}
 	c, err := s.newCommandLocked(se, req.Command, async, req.SuppressInputEcho)
+	if f := appliedFault(r); err == nil && f != nil {
+		c.exitDelay = f.ExitCodeDelay
+	}
 	s.mu.Unlock()
 	if err != nil {
 		s.toolboxError(w, r, http.StatusInternalServerError, "failed to execute command: "+err.Error())

@@ -151,8 +151,8 @@ type wsWriter struct {
 
 func (s *Server) newWSWriter(r *http.Request, conn *websocket.Conn, batch *batchConn) *wsWriter {
 	left := -1
-	if n, ok := r.Context().Value(dropAfterKey{}).(int); ok && n > 0 {
-		left = n
+	if f := appliedFault(r); f != nil && f.DropWebSocketAfterBytes > 0 {
+		left = f.DropWebSocketAfterBytes
 	}
 	return &wsWriter{conn: conn, batch: batch, left: left}
 }
