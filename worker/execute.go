@@ -18,14 +18,40 @@ import (
 
 const (
 	gitNetworkTimeout = 120 * time.Second
-	// exitCodeRetries are the waits before re-reading a command's exit code
-	// after its log stream closed, as in the plugin.
-	silentStreamCheck = 15 * time.Second
 	// killGrace bounds the session delete that stops a timed-out command.
 	killGrace = 10 * time.Second
 )
 
-var exitCodeRetries = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+// Timing holds the waits of the execute path that tests need to move; zero
+// fields take the defaults. Production uses the defaults.
+type Timing struct {
+	// SilentStreamCheck is how long a command's log stream may stay silent
+	// before the worker asks Daytona whether the command has ended. Default
+	// 15 s.
+	SilentStreamCheck time.Duration
+	// SilentStreamGrace is how long the silent stream of a command that has
+	// ended still gets to deliver its close frame before it is abandoned.
+	// Default 2 s.
+	SilentStreamGrace time.Duration
+	// ExitCodeRetries are the waits before each re-read of an exit code
+	// that was not there yet when the log stream closed (Daytona writes it a
+	// moment after). Nil: 50, 100 and 200 ms, as in the plugin.
+	ExitCodeRetries []time.Duration
+}
+
+// withDefaults fills the zero fields.
+func (t Timing) withDefaults() Timing {
+	if t.SilentStreamCheck <= 0 {
+		t.SilentStreamCheck = 15 * time.Second
+	}
+	if t.SilentStreamGrace <= 0 {
+		t.SilentStreamGrace = 2 * time.Second
+	}
+	if t.ExitCodeRetries == nil {
+		t.ExitCodeRetries = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+	}
+	return t
+}
 
 // executeParams are environmentExecute's params, decoded leniently where the
 // plugin is lenient (env values that are not strings are dropped).
@@ -454,29 +480,28 @@ func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cm
 // watchSilence abandons a stream that stays silent after its command ended
 // (a half-open connection never delivers the close frame).
 func (c *command) watchSilence(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, activity <-chan struct{}, abandon func()) {
-	t := time.NewTimer(silentStreamCheck)
+	check := c.w.timing.SilentStreamCheck
+	t := time.NewTimer(check)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-activity:
-			if !t.Stop() {
-				<-t.C
-			}
-			t.Reset(silentStreamCheck)
+			t.Reset(check)
 		case <-t.C:
 			cmd, err := tb.GetSessionCommand(ctx, sessionID, cmdID)
 			if err == nil && cmd.ExitCode != nil {
 				// Finished: give the close frame a moment, then stop waiting.
+				t.Reset(c.w.timing.SilentStreamGrace)
 				select {
 				case <-ctx.Done():
-				case <-time.After(2 * time.Second):
+				case <-t.C:
 					abandon()
 				}
 				return
 			}
-			t.Reset(silentStreamCheck)
+			t.Reset(check)
 		}
 	}
 }
@@ -523,14 +548,16 @@ func (c *command) exitCode(ctx context.Context, tb *daytona.Toolbox, sessionID, 
 	if err != nil {
 		return nil, err
 	}
-	for _, wait := range exitCodeRetries {
+	for _, wait := range c.w.timing.ExitCodeRetries {
 		if cmd.ExitCode != nil {
 			break
 		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil, ctx.Err()
-		case <-time.After(wait):
+		case <-t.C:
 		}
 		if cmd, err = tb.GetSessionCommand(ctx, sessionID, cmdID); err != nil {
 			return nil, err

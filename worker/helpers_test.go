@@ -31,10 +31,15 @@ type handlerLease struct {
 	id   string
 }
 
-// acquireThroughHandler acquires a lease from the emulator at apiURL.
-func acquireThroughHandler(tb testing.TB, w *Worker, apiKey, apiURL string) *handlerLease {
+// acquireThroughHandler acquires a lease from the emulator at apiURL; extra
+// config members may follow (e.g. `"autoStopInterval":1`).
+func acquireThroughHandler(tb testing.TB, w *Worker, apiKey, apiURL string, extraConfig ...string) *handlerLease {
 	tb.Helper()
-	cfg := fmt.Sprintf(`{"apiKey":%q,"apiUrl":%q,"timeoutMs":60000}`, apiKey, apiURL)
+	cfg := fmt.Sprintf(`{"apiKey":%q,"apiUrl":%q,"timeoutMs":60000`, apiKey, apiURL)
+	for _, member := range extraConfig {
+		cfg += "," + member
+	}
+	cfg += "}"
 	l := &handlerLease{w: w, base: `"driverKey":"daytona","companyId":"c","environmentId":"e","config":` + cfg}
 	res, err := w.Handle(context.Background(), &rpc.Request{Method: "environmentAcquireLease", Params: json.RawMessage(`{` + l.base + `,"runId":"r"}`)})
 	if err != nil {

@@ -43,16 +43,21 @@ type Options struct {
 	// MaxRequestsPerHost bounds the requests in flight to each Daytona host
 	// (see daytona.RequestQueue); zero: daytona.DefaultMaxRequestsPerHost.
 	MaxRequestsPerHost int
+	// Timing moves the execute path's internal waits (tests shorten them);
+	// the zero value keeps the defaults. The staleness of a cached sandbox
+	// handle is measured on Now.
+	Timing Timing
 }
 
 // Worker serves the plugin's methods. Create it with New; it is safe for
 // concurrent use.
 type Worker struct {
-	host  Host
-	log   zerolog.Logger
-	env   func(string) string
-	now   func() time.Time
-	newID func() string
+	host   Host
+	log    zerolog.Logger
+	env    func(string) string
+	now    func() time.Time
+	newID  func() string
+	timing Timing
 
 	clients clients
 	leases  *leases
@@ -88,7 +93,7 @@ func New(host Host, opts Options) *Worker {
 		opts.NewID = uuid.NewString
 	}
 	w := &Worker{
-		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID,
+		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID, timing: opts.Timing.withDefaults(),
 		clients: clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
 		leases:  newLeases(opts.Now),
 		reapers: newReapers(),
