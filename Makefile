@@ -5,7 +5,7 @@ WORKER    := $(BIN)/daytona-worker
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run test bench bench-compare lint fuzz sdk-check refcheck clean
+.PHONY: all build run test bench bench-compare lint mutate fuzz sdk-check refcheck clean
 
 all: build
 
@@ -53,6 +53,12 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+
+## mutate: apply each mutation in tools/mutate/mutations.txt (one line of a
+## safety net broken) to a scratch copy and expect make test there to fail;
+## reports killed/survived (one full suite run per mutation; not part of CI)
+mutate:
+	$(GO) run ./tools/mutate
 
 ## fuzz: run the fuzz targets for a while (FUZZTIME=30s each)
 FUZZTIME ?= 30s
