@@ -442,11 +442,13 @@ func drainClose(rc io.ReadCloser) {
 	_ = rc.Close()
 }
 
-// getJSON, postJSON ... are the common shapes.
+// getJSON sends a GET and decodes the JSON answer into out.
 func (c *Client) getJSON(ctx context.Context, u *url.URL, out any) error {
 	return c.do(ctx, &request{method: http.MethodGet, url: u}, out)
 }
 
+// sendJSON sends in as the JSON body of a method request (POST, PUT ...)
+// and decodes the JSON answer into out.
 func (c *Client) sendJSON(ctx context.Context, method string, u *url.URL, in, out any) error {
 	r, err := newJSONRequest(method, u, in)
 	if err != nil {

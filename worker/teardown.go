@@ -13,7 +13,7 @@ import (
 )
 
 const (
-	// cancelStopBound caps the stop of a cancel-active-work release.
+	// cancelStopSeconds caps the stop of a cancel-active-work release.
 	cancelStopSeconds = 30
 )
 
