@@ -61,7 +61,7 @@ func startConn(t *testing.T, h Handler, opts Options) *fakeHost {
 		inW.Close()
 		select {
 		case <-f.served:
-		case <-time.After(10 * time.Second):
+		case <-time.After(lineWait):
 			t.Error("Serve did not return")
 		}
 		for range f.lines {
@@ -250,8 +250,7 @@ func TestHugeLinesAreRead(t *testing.T) {
 	t.Parallel()
 	f := startConn(t, echoHandler(), Options{})
 	// Far past any fixed line buffer; the real binary gets 50 MiB lines in
-	// its end-to-end test, this one must also pass under -race on a busy
-	// machine within the fake host's 10 s per line.
+	// its end-to-end test.
 	big := strings.Repeat("x", 4<<20)
 	go func() {
 		_, _ = io.WriteString(f.toConn, `{"jsonrpc":"2.0","id":1,"method":"echo","params":"`+big+`"}`+"\n")
@@ -279,7 +278,9 @@ func TestShutdownDrainsInFlightRequestsThenReplies(t *testing.T) {
 		}
 		return nil, nil
 	})
-	f := startConn(t, h, Options{})
+	// The grace must outlast the steps below on a stalled machine: past
+	// it, shutdown would cancel id 1 and reply before it.
+	f := startConn(t, h, Options{ShutdownGrace: 5 * time.Minute})
 	f.send(`{"jsonrpc":"2.0","id":1,"method":"work"}`)
 	<-started
 	f.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown","params":{}}`)
@@ -294,7 +295,7 @@ func TestShutdownDrainsInFlightRequestsThenReplies(t *testing.T) {
 	case err := <-f.served:
 		assert.NoError(t, err)
 		f.served <- err
-	case <-time.After(5 * time.Second):
+	case <-time.After(lineWait):
 		t.Fatal("Serve did not return after shutdown")
 	}
 }
@@ -334,7 +335,7 @@ func TestEndOfInputCancelsHandlersAndReturnsEOF(t *testing.T) {
 	case err := <-f.served:
 		assert.ErrorIs(t, err, io.EOF)
 		f.served <- err
-	case <-time.After(5 * time.Second):
+	case <-time.After(lineWait):
 		t.Fatal("Serve did not return at end of input")
 	}
 }
