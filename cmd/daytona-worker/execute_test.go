@@ -1088,14 +1088,17 @@ func TestExecuteCapsGitNetworkCommands(t *testing.T) {
 		{"sh", []string{"-c", "exec git fetch"}, false},
 	}
 	t.Run("one-shot", func(t *testing.T) {
-		// All at once: one-shot commands run side by side.
+		// All at once: one-shot commands run side by side. The timeout
+		// leaves the daemon's own 408 more time to arrive before the
+		// client's deadline (the timeout plus 5 s) on a loaded machine,
+		// where two dozen commands start at once.
 		var reqs []request
 		var invs []string
 		for _, tt := range tests {
 			inv := newInvocation()
 			invs = append(invs, inv)
 			reqs = append(reqs, request{method: "environmentExecute", invocation: inv,
-				params: h.executeParams(l, cmdSpec{command: tt.command, args: tt.args, env: path, timeoutMs: 1000, bypass: true})})
+				params: h.executeParams(l, cmdSpec{command: tt.command, args: tt.args, env: path, timeoutMs: 4000, bypass: true})})
 		}
 		for i, p := range h.send(reqs...) {
 			tt := tests[i]
@@ -1104,8 +1107,8 @@ func TestExecuteCapsGitNetworkCommands(t *testing.T) {
 			assert.True(t, r.TimedOut, "%s %v", tt.command, tt.args)
 			want := "request timeout: command execution timeout\n"
 			if tt.network {
-				want = gitTimeoutMessage(1)
-			} else if strings.HasPrefix(r.Stderr, "HTTP request timed out after 6000ms waiting for a response.") {
+				want = gitTimeoutMessage(4)
+			} else if strings.HasPrefix(r.Stderr, "HTTP request timed out after 9000ms waiting for a response.") {
 				// On a loaded machine the request's own deadline (the
 				// timeout plus 5 s) can pass before the daemon's 408
 				// arrives; the reference then reports the SDK's message.
@@ -1121,10 +1124,10 @@ func TestExecuteCapsGitNetworkCommands(t *testing.T) {
 			args []string
 			want string
 		}{
-			{[]string{"-C", ".", "fetch", "origin"}, gitTimeoutMessage(3)},
-			{[]string{"status"}, "Command timed out after 3 s.\n"},
+			{[]string{"-C", ".", "fetch", "origin"}, gitTimeoutMessage(8)},
+			{[]string{"status"}, "Command timed out after 8 s.\n"},
 		} {
-			r := h.execute(l, cmdSpec{command: "git", args: tt.args, env: path, timeoutMs: 3000})
+			r := h.execute(l, cmdSpec{command: "git", args: tt.args, env: path, timeoutMs: 8000})
 			requireResult(t, r)
 			assert.True(t, r.TimedOut)
 			assert.Equal(t, "fake-git "+strings.Join(tt.args, " ")+"\n", r.Stdout, "the fake git ran")
