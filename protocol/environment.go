@@ -118,21 +118,26 @@ type RealizeWorkspaceResult struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
-// ExecuteParams are the params of environmentExecute.
+// ExecuteParams are the params of environmentExecute. Env is an object of
+// string values, kept raw: its members' order matters (the command's
+// environment is set in the order the host sent it) and values that are not
+// strings are dropped rather than refused, as the reference does.
 type ExecuteParams struct {
 	DriverBaseParams
-	Lease         Lease             `json:"lease"`
-	Command       string            `json:"command"`
-	Args          []string          `json:"args,omitempty"`
-	Cwd           *string           `json:"cwd,omitempty"`
-	Env           map[string]string `json:"env,omitempty"`
-	Stdin         *string           `json:"stdin,omitempty"`
-	TimeoutMs     *float64          `json:"timeoutMs,omitempty"`
-	BypassSession bool              `json:"bypassSession,omitempty"`
+	Lease         Lease           `json:"lease"`
+	Command       string          `json:"command"`
+	Args          []string        `json:"args,omitempty"`
+	Cwd           *string         `json:"cwd,omitempty"`
+	Env           json.RawMessage `json:"env,omitempty"`
+	Stdin         *string         `json:"stdin,omitempty"`
+	TimeoutMs     *float64        `json:"timeoutMs,omitempty"`
+	BypassSession bool            `json:"bypassSession,omitempty"`
 }
 
-// ExecuteResult is the result of environmentExecute. ExitCode is null when
-// the command timed out or its exit could not be read.
+// ExecuteResult is the result of environmentExecute, members in the
+// reference's order. ExitCode is null when the command timed out or its exit
+// could not be read. The worker streams it from its output buffers instead
+// of building this struct; its encoder is tested against this definition.
 type ExecuteResult struct {
 	ExitCode *int           `json:"exitCode"`
 	Signal   *string        `json:"signal,omitempty"`

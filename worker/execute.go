@@ -53,22 +53,35 @@ func (t Timing) withDefaults() Timing {
 	return t
 }
 
-// executeParams are environmentExecute's params, decoded leniently where the
-// plugin is lenient (env values that are not strings are dropped).
-type executeParams struct {
-	protocol.DriverBaseParams
-	Lease         protocol.Lease  `json:"lease"`
-	Command       string          `json:"command"`
-	Args          []string        `json:"args"`
-	Cwd           *string         `json:"cwd"`
-	Env           json.RawMessage `json:"env"`
-	Stdin         *string         `json:"stdin"`
-	TimeoutMs     *float64        `json:"timeoutMs"`
-	BypassSession bool            `json:"bypassSession"`
+// decodeExecute decodes environmentExecute's params as the handler uses
+// them: the params (read as the plugin reads them, see
+// prepareExecuteParams), the caller's env in the order sent (values that are
+// not strings dropped, as in the plugin) and the parsed config. A call without a
+// provider lease id is answered before its env and config are looked at, as
+// in the plugin, so they are not decoded then.
+func decodeExecute(raw json.RawMessage) (protocol.ExecuteParams, []envVar, DriverConfig, error) {
+	var p protocol.ExecuteParams
+	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p, prepareExecuteParams); err != nil {
+		return p, nil, DriverConfig{}, err
+	}
+	if !hasLease(p) {
+		return p, nil, DriverConfig{}, nil
+	}
+	env, err := orderedEnv(p.Env)
+	if err != nil {
+		return p, nil, DriverConfig{}, protocol.InvalidParams(protocol.MethodEnvironmentExecute, err)
+	}
+	_, cfg, err := decodeConfig(protocol.MethodEnvironmentExecute, p.Config)
+	return p, env, cfg, err
 }
 
-// execResult is environmentExecute's result; its output is written to the
-// wire straight from the collected blocks (see WriteJSON).
+func hasLease(p protocol.ExecuteParams) bool {
+	return p.Lease.ProviderLeaseID != nil && *p.Lease.ProviderLeaseID != ""
+}
+
+// execResult is environmentExecute's result (protocol.ExecuteResult on the
+// wire); its output is written straight from the collected blocks (see
+// WriteJSON).
 type execResult struct {
 	exitCode *int
 	timedOut bool
@@ -121,7 +134,7 @@ func (r *execResult) WriteJSON(w io.Writer) error {
 	if err := r.stderr.writeJSON(w); err != nil {
 		return err
 	}
-	if r.metadata != nil {
+	if len(r.metadata) > 0 { // omitempty, as protocol.ExecuteResult
 		meta, err := json.Marshal(r.metadata)
 		if err != nil {
 			return err
@@ -153,20 +166,12 @@ func intPtr(n int) *int { return &n }
 // execute runs one command on a lease: in the lease's persistent session
 // (streaming its output as it comes), or one-shot with bypassSession.
 func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) {
-	var p executeParams
-	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p, prepareExecuteParams); err != nil {
+	p, env, cfg, err := decodeExecute(raw)
+	if err != nil {
 		return nil, err
 	}
-	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
+	if !hasLease(p) {
 		return &execResult{exitCode: intPtr(1), stderr: outputText{text: "No provider lease ID available for execution."}}, nil
-	}
-	env, err := orderedEnv(p.Env)
-	if err != nil {
-		return nil, protocol.InvalidParams(protocol.MethodEnvironmentExecute, err)
-	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentExecute, p.Config)
-	if err != nil {
-		return nil, err
 	}
 	sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, cfg)
 	if err != nil {
@@ -277,7 +282,7 @@ func resolveTimeoutMs(paramMs *float64, cfg DriverConfig) float64 {
 type command struct {
 	w         *Worker
 	s         *leaseSandbox
-	p         executeParams
+	p         protocol.ExecuteParams
 	env       []envVar
 	timeoutMs float64
 	gitNet    bool

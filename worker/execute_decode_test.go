@@ -1,0 +1,120 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+// TestDecodeExecuteIsTheHandlersDecoder checks decodeExecute, the decoder
+// environmentExecute uses, on what hosts send: unknown members are
+// tolerated, env keeps its order and drops values that are not strings, and
+// wrong types are invalid params naming the member.
+func TestDecodeExecuteIsTheHandlersDecoder(t *testing.T) {
+	t.Parallel()
+	base := `"driverKey":"daytona","companyId":"c","environmentId":"e","issueId":"i","config":{"timeoutMs":"5000","future":1},` +
+		`"lease":{"providerLeaseId":"sbx","metadata":{"remoteCwd":"/w"},"expiresAt":null,"future":true}`
+
+	p, env, cfg, err := decodeExecute(json.RawMessage(`{` + base + `,"command":"ls","args":["-l","a b"],"cwd":"/w",` +
+		`"env":{"Z":"1","N":2,"A":"x","Z":"3","B":null},"stdin":"in","timeoutMs":1500.5,"bypassSession":true,"newThing":[1]}`))
+	require.NoError(t, err)
+	assert.Equal(t, "daytona", p.DriverKey)
+	assert.Equal(t, "c", p.CompanyID)
+	assert.Equal(t, "e", p.EnvironmentID)
+	assert.Equal(t, "i", *p.IssueID)
+	assert.Equal(t, "sbx", *p.Lease.ProviderLeaseID)
+	assert.Equal(t, "/w", p.Lease.Metadata["remoteCwd"])
+	assert.Equal(t, "ls", p.Command)
+	assert.Equal(t, []string{"-l", "a b"}, p.Args)
+	assert.Equal(t, "/w", *p.Cwd)
+	assert.Equal(t, "in", *p.Stdin)
+	assert.Equal(t, 1500.5, *p.TimeoutMs)
+	assert.True(t, p.BypassSession)
+	assert.Equal(t, []envVar{{key: "Z", value: "3", ok: true}, {key: "N"}, {key: "A", value: "x", ok: true}, {key: "B"}}, env,
+		"first position of a repeated key, its last value; non-strings marked to be dropped")
+	assert.Equal(t, 5000.0, cfg.TimeoutMs, "the config is parsed leniently")
+
+	// The smallest call: everything optional absent.
+	p, env, cfg, err = decodeExecute(json.RawMessage(`{` + base + `,"command":"true"}`))
+	require.NoError(t, err)
+	assert.Nil(t, p.Args)
+	assert.Nil(t, p.Cwd)
+	assert.Nil(t, p.Stdin)
+	assert.Nil(t, p.TimeoutMs)
+	assert.False(t, p.BypassSession)
+	assert.Empty(t, env)
+	assert.Equal(t, 5000.0, cfg.TimeoutMs)
+
+	for _, tt := range []struct{ members, want string }{
+		{`"command":5`, "params.command must be a string, not a JSON number"},
+		{`"command":"x","args":"-l"`, "params.args must be an array, not a JSON string"},
+		{`"command":"x","args":[1]`, "params.args must be a string, not a JSON number"},
+	} {
+		_, _, _, err := decodeExecute(json.RawMessage(`{` + base + `,` + tt.members + `}`))
+		var rpcErr *protocol.Error
+		if assert.ErrorAs(t, err, &rpcErr, tt.members) {
+			assert.Equal(t, protocol.CodeInvalidParams, rpcErr.Code)
+			assert.Equal(t, "Invalid params for environmentExecute: "+tt.want, rpcErr.Message, tt.members)
+		}
+	}
+	_, _, _, err = decodeExecute(json.RawMessage(strings.Replace(`{`+base+`,"command":"x"}`, `"config":{`, `"config":[{`, 1)))
+	assert.Error(t, err, "a config that is not an object")
+
+	// Without a lease the call is answered before env and config are read,
+	// as in the plugin: they are not decoded, so they cannot fail it.
+	p, env, _, err = decodeExecute(json.RawMessage(`{"lease":{},"command":"x","env":[1],"config":7}`))
+	require.NoError(t, err)
+	assert.False(t, hasLease(p))
+	assert.Nil(t, env)
+	// What the plugin reads leniently is read so (execute_params_test.go
+	// has the rest): a non-number timeout falls back, a flag is truthy.
+	p, _, _, err = decodeExecute(json.RawMessage(`{` + base + `,"command":"x","timeoutMs":"60000","bypassSession":"yes"}`))
+	require.NoError(t, err)
+	assert.Nil(t, p.TimeoutMs)
+	assert.True(t, p.BypassSession)
+}
+
+// TestExecResultEncodesProtocolExecuteResult checks that the worker's
+// streaming encoder writes exactly what encoding/json writes for
+// protocol.ExecuteResult with the same values: one wire shape.
+func TestExecResultEncodesProtocolExecuteResult(t *testing.T) {
+	t.Parallel()
+	blocks := func(s string) *blockBuffer {
+		b := &blockBuffer{}
+		_, _ = b.Write([]byte(s))
+		return b
+	}
+	big := strings.Repeat("é\x00\"\\<\u2028", 100_000) // past one output block, every escape kind
+	for _, tt := range []struct {
+		name string
+		got  *execResult
+		want protocol.ExecuteResult
+	}{
+		{"finished", &execResult{exitCode: intPtr(3), stdout: outputText{blocks: blocks("out\n")}, stderr: outputText{blocks: blocks("err\n")},
+			metadata: map[string]any{"durationMs": 12, "cacheHit": true}},
+			protocol.ExecuteResult{ExitCode: intPtr(3), Stdout: "out\n", Stderr: "err\n", Metadata: map[string]any{"durationMs": 12, "cacheHit": true}}},
+		{"timed out", &execResult{timedOut: true, stdout: outputText{blocks: blocks("")}, stderr: outputText{text: "Command timed out after 3 s.\n"},
+			metadata: map[string]any{"durationMs": 3001}},
+			protocol.ExecuteResult{TimedOut: true, Stderr: "Command timed out after 3 s.\n", Metadata: map[string]any{"durationMs": 3001}}},
+		{"no lease", &execResult{exitCode: intPtr(1), stderr: outputText{text: "No provider lease ID available for execution."}},
+			protocol.ExecuteResult{ExitCode: intPtr(1), Stderr: "No provider lease ID available for execution."}},
+		{"large and escaped", &execResult{exitCode: intPtr(0), stdout: outputText{blocks: blocks(big)}, stderr: outputText{text: big}, metadata: map[string]any{}},
+			protocol.ExecuteResult{ExitCode: intPtr(0), Stdout: big, Stderr: big, Metadata: map[string]any{}}},
+		{"split rune", &execResult{exitCode: intPtr(0), stdout: outputText{blocks: blocks(strings.Repeat("a", outputBlockSize-1) + "é")}},
+			protocol.ExecuteResult{ExitCode: intPtr(0), Stdout: strings.Repeat("a", outputBlockSize-1) + "é"}},
+	} {
+		got, err := json.Marshal(tt.got)
+		require.NoError(t, err, tt.name)
+		want, err := json.Marshal(tt.want)
+		require.NoError(t, err, tt.name)
+		if !assert.True(t, bytes.Equal(want, got), tt.name) {
+			t.Logf("%s:\n got %.300s\nwant %.300s", tt.name, got, want)
+		}
+	}
+}
