@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
@@ -77,8 +78,9 @@ func (l *leases) pruneTombstonesLocked(now time.Time) {
 
 // gate is a reference-counted latch: done closes when the last holder ends.
 type gate struct {
-	refs int
-	done chan struct{}
+	refs    int
+	done    chan struct{}
+	waiting atomic.Int32 // callers blocked on done (tests wait for them)
 }
 
 func (l *leases) beginTeardown(key string) {
@@ -156,10 +158,13 @@ func (l *leases) withActivity(ctx context.Context, sc scope, allowClosed bool, f
 		}
 		if td := e.teardown; td != nil {
 			l.mu.Unlock()
+			td.waiting.Add(1)
 			select {
 			case <-td.done:
+				td.waiting.Add(-1)
 				continue
 			case <-ctx.Done():
+				td.waiting.Add(-1)
 				return nil, ctx.Err()
 			}
 		}
@@ -215,8 +220,9 @@ func (l *leases) isClosed(key string) bool {
 // handle is one cached sandbox. The sandbox value is refreshed in place so
 // every holder sees the latest provider state, as the SDK's Sandbox object.
 type handle struct {
-	ready chan struct{} // closed when the first fetch settles
-	err   error         // the first fetch's error; set before ready closes
+	ready   chan struct{} // closed when the first fetch settles
+	err     error         // the first fetch's error; set before ready closes
+	waiting atomic.Int32  // callers blocked on ready (tests wait for them)
 
 	mu         sync.Mutex
 	sandbox    *daytona.Sandbox
@@ -252,9 +258,12 @@ func (l *leases) getHandle(ctx context.Context, sc scope, fetch func(ctx context
 	if e.handle != nil {
 		h = e.handle
 		l.mu.Unlock()
+		h.waiting.Add(1)
 		select {
 		case <-h.ready:
+			h.waiting.Add(-1)
 		case <-ctx.Done():
+			h.waiting.Add(-1)
 			return nil, true, ctx.Err()
 		}
 		if h.err != nil {
@@ -472,9 +481,10 @@ func (l *leases) sessionOrCreate(ctx context.Context, key string, create func(ct
 
 // flight is one in-progress computation that others can wait for.
 type flight[T any] struct {
-	done chan struct{}
-	v    T
-	err  error
+	done    chan struct{}
+	v       T
+	err     error
+	waiting atomic.Int32 // callers blocked in wait (tests wait for them)
 }
 
 func newFlight[T any]() *flight[T] { return &flight[T]{done: make(chan struct{})} }
@@ -485,6 +495,8 @@ func (f *flight[T]) settle(v T, err error) {
 }
 
 func (f *flight[T]) wait(ctx context.Context) (T, error) {
+	f.waiting.Add(1)
+	defer f.waiting.Add(-1)
 	select {
 	case <-f.done:
 		return f.v, f.err

@@ -34,6 +34,39 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// waitFor waits until cond holds; the bound only stops a hung test.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	require.Eventually(t, cond, time.Minute, time.Millisecond)
+}
+
+// handleWaiters counts the callers waiting on the lease's handle fetch.
+func handleWaiters(l *leases, sc scope) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.entries[sc.key()]; e != nil && e.handle != nil {
+		return int(e.handle.waiting.Load())
+	}
+	return 0
+}
+
+// sessionWaiters counts the callers waiting on the lease's session creation.
+func sessionWaiters(l *leases, key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.entries[key]; e != nil && e.sessionFlight != nil {
+		return int(e.sessionFlight.waiting.Load())
+	}
+	return 0
+}
+
+// teardownGate is the lease's teardown gate (the lease must be in teardown).
+func teardownGate(l *leases, key string) *gate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.entries[key].teardown
+}
+
 func testScope(id string) scope {
 	return scope{driverKey: "daytona", companyID: "c", environmentID: "e", providerLeaseID: id,
 		config: DriverConfig{AutoStopInterval: 15}, account: "acct"}
@@ -65,19 +98,28 @@ func TestHandleCacheSingleFlightAndEviction(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	hits := make([]bool, 8)
+	errs := make([]error, len(hits))
+	ids := make([]string, len(hits))
 	for i := range hits {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			h, hit, err := l.getHandle(context.Background(), sc, fetch)
-			require.NoError(t, err)
-			assert.Equal(t, "sbx-1", h.snapshot().ID)
-			hits[i] = hit
+			hits[i], errs[i] = hit, err
+			if err == nil {
+				ids[i] = h.snapshot().ID
+			}
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	// Every caller has joined the one fetch in flight: one fetches, seven
+	// wait on it. Only then may it finish.
+	waitFor(t, func() bool { return fetches.Load() == 1 && handleWaiters(l, sc) == len(hits)-1 })
 	close(release)
 	wg.Wait()
+	for i := range hits {
+		require.NoError(t, errs[i])
+		assert.Equal(t, "sbx-1", ids[i])
+	}
 	assert.EqualValues(t, 1, fetches.Load(), "concurrent misses share one fetch")
 	misses := 0
 	for _, h := range hits {
@@ -143,6 +185,7 @@ func TestTeardownGateHoldsNewActivityAndClosedLeasesRefuseIt(t *testing.T) {
 	sc := testScope("sbx")
 	key := sc.key()
 	l.beginTeardown(key)
+	td := teardownGate(l, key)
 	ran := make(chan struct{})
 	go func() {
 		_, _ = l.withActivity(context.Background(), sc, true, func() (any, error) {
@@ -150,10 +193,12 @@ func TestTeardownGateHoldsNewActivityAndClosedLeasesRefuseIt(t *testing.T) {
 			return nil, nil
 		})
 	}()
+	// The activity is blocked on the teardown gate, not merely late.
+	waitFor(t, func() bool { return td.waiting.Load() == 1 })
 	select {
 	case <-ran:
 		t.Fatal("activity ran during a teardown")
-	case <-time.After(30 * time.Millisecond):
+	default:
 	}
 	l.endTeardown(key)
 	<-ran
@@ -210,24 +255,25 @@ func TestSessionCreatedOnceAndRetriedAfterFailure(t *testing.T) {
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
 	ids := make([]string, 6)
+	errs := make([]error, len(ids))
 	for i := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id, err := l.sessionOrCreate(context.Background(), key, func(context.Context) (string, error) {
+			ids[i], errs[i] = l.sessionOrCreate(context.Background(), key, func(context.Context) (string, error) {
 				creates.Add(1)
 				<-gate
 				return "paperclip-1", nil
 			})
-			require.NoError(t, err)
-			ids[i] = id
 		}()
 	}
-	time.Sleep(20 * time.Millisecond)
+	// One creates, five wait on its flight; only then may it finish.
+	waitFor(t, func() bool { return creates.Load() == 1 && sessionWaiters(l, key) == len(ids)-1 })
 	close(gate)
 	wg.Wait()
 	assert.EqualValues(t, 1, creates.Load())
-	for _, id := range ids {
+	for i, id := range ids {
+		require.NoError(t, errs[i])
 		assert.Equal(t, "paperclip-1", id)
 	}
 	assert.Equal(t, "paperclip-1", l.takeSessionID(key))
