@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/paperclipai/daytona-worker/internal/transcript"
 )
 
@@ -40,6 +42,14 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if code == 0 {
+		// The harness's own goroutines (readers of the workers' output, the
+		// transcript player's, the emulators') must all have ended.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
