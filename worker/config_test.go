@@ -163,6 +163,12 @@ func TestEveryConfigTakingHandlerReadsTheConfigAsThePluginDoes(t *testing.T) {
 		{protocol.MethodEnvironmentDestroyLease, `,"providerLeaseId":"sbx-1"`},
 		{protocol.MethodEnvironmentRealizeWorkspace, `,` + lease + `,"workspace":{}`},
 		{protocol.MethodEnvironmentExecute, `,` + lease + `,"command":"true"`},
+		{protocol.MethodEnvironmentRunnerIngressEndpoint, `,` + lease + `,"port":43127,"path":"/api/runner/v1/connect/r-1"`},
+		{protocol.MethodEnvironmentStartInteractiveSetup, `,"sessionId":"s-1"`},
+		{protocol.MethodEnvironmentGetInteractiveSetup, `,"providerLeaseId":"sbx-1"`},
+		{protocol.MethodEnvironmentCancelInteractiveSetup, `,"providerLeaseId":"sbx-1"`},
+		{protocol.MethodEnvironmentCaptureTemplate, `,"providerLeaseId":"sbx-1"`},
+		{protocol.MethodEnvironmentDeleteTemplate, `,"templateRef":"tpl-1"`},
 	} {
 		for _, cfg := range []string{``, `,"config":null`} {
 			params := json.RawMessage(`{"driverKey":"daytona","companyId":"c","environmentId":"e"` + cfg + tt.extra + `}`)
