@@ -1462,7 +1462,10 @@ func TestExecuteGracefulReleaseWaitsForTheCommand(t *testing.T) {
 	t.Parallel()
 	env := startEmulator(t, emulator.Options{})
 	h := startHost(t, hostOptions{})
-	l := h.acquire(leaseConfig(env, ""))
+	// The release waits for the command up to the liveness bound, at most
+	// 10 s: the most room a loaded machine can get (at 5 s, the usual test
+	// bound, the release went on while the command still ran).
+	l := h.acquire(json.RawMessage(fmt.Sprintf(`{"apiKey":%q,"apiUrl":%q,"timeoutMs":60000,"livenessTimeoutMs":10000}`, env.APIKey, env.APIURL)))
 	p, inv := h.start(l, cmdSpec{command: "sh", args: []string{"-c", `echo started; sleep 1; echo finished; echo bye >&2`}})
 	h.waitForLog(inv, "started\n")
 	rel := h.call("environmentReleaseLease", h.releaseParams(l, nil), "")
