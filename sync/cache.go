@@ -39,8 +39,6 @@ func NewCache() *Cache {
 const (
 	maxCachedEntries = 200_000
 	maxTreeEntries   = 100_000
-	// maxListingOutput bounds what a sandbox listing may send back.
-	maxListingOutput = 8 << 20
 )
 
 type treeState struct {

@@ -221,7 +221,8 @@ func (x *extractor) member(h *tar.Header, data io.Reader) error {
 // size is not bounded by the archive) and unknown types.
 func supported(h *tar.Header, line string) error {
 	switch h.Typeflag {
-	case tar.TypeReg, tar.TypeRegA, tar.TypeCont, tar.TypeDir, tar.TypeSymlink, tar.TypeLink, tar.TypeFifo:
+	// (tar.Reader turns the legacy NUL type into TypeReg or TypeDir.)
+	case tar.TypeReg, tar.TypeCont, tar.TypeDir, tar.TypeSymlink, tar.TypeLink, tar.TypeFifo:
 	default:
 		return unsafeArchive("Daytona syncOut refusing tarball member of an unsupported type: %s", line)
 	}
@@ -437,8 +438,7 @@ func (x *extractor) finishLinks() error {
 // the archive's links, and reports whether it climbs above the root.
 func (x *extractor) linkEscapes(rel, target string) bool {
 	budget := 40 // as the kernel's ELOOP limit; a loop is not an escape
-	var resolve func(dir []string, target string) bool
-	resolve = func(dir []string, target string) bool {
+	resolve := func(dir []string, target string) bool {
 		if strings.HasPrefix(target, "/") {
 			return true
 		}

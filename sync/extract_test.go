@@ -19,15 +19,13 @@ import (
 
 // member is one entry of a test archive.
 type member struct {
-	typ      byte
-	name     string
-	link     string
-	body     string
-	mode     int64
-	size     int64 // declared size when it differs from the body
-	major    int64
-	pax      map[string]string
-	noHeader bool
+	typ   byte
+	name  string
+	link  string
+	body  string
+	mode  int64
+	major int64
+	pax   map[string]string
 }
 
 func buildTar(t testing.TB, members []member) []byte {

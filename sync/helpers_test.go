@@ -65,15 +65,6 @@ func (e *env) write(rel, content string, mode os.FileMode) string {
 // remote is a path in the workspace.
 func (e *env) remote(rel string) string { return filepath.Join(e.remoteDir, rel) }
 
-// sh runs a command in the sandbox and returns its output.
-func (e *env) sh(cmd string) string {
-	e.t.Helper()
-	res, err := e.tb.Execute(context.Background(), daytona.ExecuteRequest{Command: cmd})
-	require.NoError(e.t, err)
-	require.Equal(e.t, 0, res.ExitCode, "%s: %s", cmd, res.Result)
-	return res.Result
-}
-
 // scratchLeft lists reserved scratch names left in the workspace root.
 func (e *env) scratchLeft() []string {
 	e.t.Helper()
@@ -113,23 +104,6 @@ func (r *recordingTracer) names() []string {
 		out = append(out, s.name)
 	}
 	return out
-}
-
-func (r *recordingTracer) find(name string) *recordedSpan {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range r.spans {
-		if s.name == name {
-			return s
-		}
-	}
-	return nil
-}
-
-func (r *recordingTracer) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.spans = nil
 }
 
 type recSpan struct {

@@ -159,7 +159,7 @@ func gnuListing(h *tar.Header) string {
 func modeString(h *tar.Header) string {
 	var t byte
 	switch h.Typeflag {
-	case tar.TypeReg, tar.TypeRegA, tar.TypeCont:
+	case tar.TypeReg, tar.TypeCont: // tar.Reader never yields the legacy NUL type
 		t = '-'
 	case tar.TypeDir:
 		t = 'd'

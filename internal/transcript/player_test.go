@@ -35,7 +35,6 @@ type echoWorker struct {
 	replies map[string]string // method → raw result; "" = no reply at all
 
 	done   chan struct{}
-	once   sync.Once
 	killed bool
 	mu     sync.Mutex
 }
