@@ -48,11 +48,14 @@ bench-compare: build
 	$(GO) build -o $(BIN)/bench-compare ./cmd/bench-compare
 	$(BIN)/bench-compare -worker $(WORKER) -floor $(BIN)/bench-floor $(BENCH_COMPARE_FLAGS)
 
-## lint: formatting and vet
+## lint: formatting, vet and staticcheck (pinned in tools/staticcheck/go.mod,
+## fetched from the module proxy on first use; settings in staticcheck.conf)
+STATICCHECK := $(GO) tool -modfile=tools/staticcheck/go.mod staticcheck
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
 
 ## mutate: apply each mutation in tools/mutate/mutations.txt (one line of a
 ## safety net broken) to a scratch copy and expect make test there to fail;
