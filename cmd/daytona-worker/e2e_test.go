@@ -212,6 +212,43 @@ func TestVersionAndHelp(t *testing.T) {
 	assert.Contains(t, p.stderr.String(), "unknown log level")
 }
 
+// TestLogLevelFromTheEnvironment: the host starts the worker without flags,
+// so DAYTONA_WORKER_LOG_LEVEL is how a user turns on debug logs; the flag
+// wins over it, an empty variable is the default (info), and an unknown
+// level stops the worker with a clear error.
+func TestLogLevelFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		env, args []string
+		debug     bool
+	}{
+		{name: "env debug", env: []string{"DAYTONA_WORKER_LOG_LEVEL=debug"}, debug: true},
+		{name: "env in capitals", env: []string{"DAYTONA_WORKER_LOG_LEVEL=DEBUG"}, debug: true},
+		{name: "flag over env", env: []string{"DAYTONA_WORKER_LOG_LEVEL=debug"}, args: []string{"--log-level", "info"}},
+		{name: "empty env", env: []string{"DAYTONA_WORKER_LOG_LEVEL="}},
+		{name: "unset"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, tt.env, tt.args...)
+			s.initialize()
+			s.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown"}`)
+			s.recv()
+			code, err := s.p.Wait()
+			require.NoError(t, err)
+			require.Equal(t, 0, code, "stderr: %s", s.p.stderr.String())
+			// The worker logs "serving" at debug level when it starts.
+			assert.Equal(t, tt.debug, strings.Contains(s.p.stderr.String(), `"message":"serving"`), "stderr: %s", s.p.stderr.String())
+		})
+	}
+	p := startWorker(t, []string{"DAYTONA_WORKER_LOG_LEVEL=loud"})
+	code, err := p.Wait()
+	require.NoError(t, err)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, p.stderr.String(), `unknown log level "loud"`)
+}
+
 func TestCPUProfileIsWrittenOnShutdown(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "cpu.pprof")

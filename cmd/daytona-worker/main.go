@@ -38,8 +38,8 @@ Usage:
   daytona-worker [flags]
 
 Flags:
-  --log-level LEVEL  debug, info, warn, error or disabled (default info;
-                     env DAYTONA_WORKER_LOG_LEVEL)
+  --log-level LEVEL  debug, info, warn, error or disabled (default info, or
+                     DAYTONA_WORKER_LOG_LEVEL when set)
   --record FILE      append every protocol line, both directions, to FILE as a
                      transcript (secrets redacted) for replay as a test
   --max-requests-per-host N
@@ -54,6 +54,9 @@ Environment:
   DAYTONA_API_KEY    API key used when an environment's config has none
   DAYTONA_API_URL    the Daytona API that key belongs to (default Daytona Cloud),
                      used to find the sandbox of a terminal opened after a restart
+  DAYTONA_WORKER_LOG_LEVEL
+                     the log level when --log-level is not given (the host
+                     starts the worker without flags)
 `
 
 func main() {
@@ -149,8 +152,10 @@ func closeWithin(w *worker.Worker, d time.Duration) {
 	_ = w.Close(ctx)
 }
 
+// envOr is the variable's value, or fallback when it is unset or empty (an
+// empty variable in the host's environment must not stop the worker).
 func envOr(key, fallback string) string {
-	if v, ok := os.LookupEnv(key); ok {
+	if v := os.Getenv(key); v != "" {
 		return v
 	}
 	return fallback
