@@ -340,7 +340,7 @@ func failures(out []byte) []string {
 		}
 	}
 	if len(leaves) == 0 {
-		return []string{"make test (see its output)"}
+		return []string{"the suite (see its output)"}
 	}
 	return leaves
 }
