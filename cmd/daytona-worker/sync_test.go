@@ -691,12 +691,19 @@ func TestSyncOutDownloadFailureWritesNothing(t *testing.T) {
 		mapping(r.rpath("missing.txt"), r.hostPath("missing.txt"), "file"),
 	}))
 	// The snapshot of missing.txt vanishes before the download reads it.
-	require.True(t, eventually(30*time.Second, func() bool { return len(scratch(t, r.remote)) == 2 }))
-	for _, s := range scratch(t, r.remote) {
-		if b, _ := os.ReadFile(s); string(b) == "soon gone" {
-			require.NoError(t, os.Remove(s))
+	// Wait for its content, not only its name: the copy may still be
+	// writing it when both names show.
+	var gone string
+	require.True(t, eventually(30*time.Second, func() bool {
+		for _, s := range scratch(t, r.remote) {
+			if b, _ := os.ReadFile(s); string(b) == "soon gone" {
+				gone = s
+				return true
+			}
 		}
-	}
+		return false
+	}))
+	require.NoError(t, os.Remove(gone))
 	close(gate)
 	msg := r.failed(p.wait())
 	assert.Regexp(t, `download failed for .*missing\.txt: `, msg)
