@@ -254,5 +254,3 @@ func sessionHome(t *testing.T) string {
 	})
 	return home
 }
-
-func intp(v int) *int { return &v }
