@@ -208,3 +208,29 @@ func TestExecuteRefreshesAStaleHandle(t *testing.T) {
 
 	require.NoError(t, l.destroy(t.Context()))
 }
+
+// TestExecuteRestartsASandboxStoppedBehindAFreshHandle: the sandbox stops
+// right after a command, so the cached handle is fresh and still says
+// started. Daytona refuses the dispatch (400); the worker reads the real
+// state, starts the sandbox and dispatches once more (the plugin fails
+// with the 400 here).
+func TestExecuteRestartsASandboxStoppedBehindAFreshHandle(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	clock := &fakeClock{now: time.Now()}
+	w := safetyWorker(t, Timing{}, clock.Now)
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"autoStopInterval":1`, `"reuseLease":true`)
+	r := executeResult(t, l, `"command":"sh","args":["-c","echo one > first"]`)
+	require.Equal(t, 0, exitCodeOf(r))
+
+	require.NoError(t, env.Server.StopBehindClientsBack(l.id))
+	rec := env.Server.Record()
+	r = executeResult(t, l, `"command":"sh","args":["-c","echo two; cat first"]`)
+	rec.Stop()
+	assert.Equal(t, 0, exitCodeOf(r))
+	assert.Equal(t, "two\none\n", r.Stdout)
+	assert.Equal(t, 1, rec.Count(routeStart, l.id))
+	assert.Equal(t, 2, rec.Count(routeSessionExec, l.id), "one refused dispatch, then the real one")
+
+	require.NoError(t, l.destroy(t.Context()))
+}
