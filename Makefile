@@ -38,6 +38,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'DuplexRoundTrip' -benchtime 300x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'DuplexEcho|DuplexOutput' -benchtime 3x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'SyncTree|SyncFile' -benchtime 1x ./cmd/daytona-worker/
+	$(GO) test -run '^$$' -bench 'PackTree|ExtractTree' -benchtime 3x ./sync/
 	$(GO) test -run '^$$' -bench . -benchmem ./daytona/ ./daytona/emulator/
 
 ## bench-compare: daytona-worker and the Node plugin side by side, alternating runs against

@@ -267,7 +267,8 @@ func copyFileExactly(tw io.Writer, e *hostEntry, buf []byte) error {
 	if st, err := fstat(f); err != nil || st.Ino != e.sig.ino || uint64(st.Dev) != e.sig.dev {
 		return changed()
 	}
-	n, err := io.CopyBuffer(tw, taggedReader{io.LimitReader(f, e.size)}, buf)
+	// tar.Writer's ReadFrom would read 32 KiB at a time; buf is larger.
+	n, err := io.CopyBuffer(struct{ io.Writer }{tw}, taggedReader{io.LimitReader(f, e.size)}, buf)
 	if err != nil {
 		var se *sourceErr
 		if errors.As(err, &se) {
