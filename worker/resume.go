@@ -204,8 +204,3 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 	}
 	return protocol.RealizeWorkspaceResult{Cwd: cwd, Metadata: map[string]any{"provider": providerName, "remoteCwd": cwd}}, nil
 }
-
-func asString(v any) string {
-	s, _ := v.(string)
-	return s
-}
