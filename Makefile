@@ -5,7 +5,7 @@ WORKER    := $(BIN)/daytona-worker
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run test bench bench-compare lint mutate fuzz sdk-check refcheck clean
+.PHONY: all build run test bench bench-compare lint mutate fuzz sdk-check refcheck package interop clean
 
 all: build
 
@@ -86,5 +86,11 @@ refcheck: build
 	  echo "refcheck: reference worker: $$ref" && \
 	  $(BIN)/refcheck -reference "$$ref" -worker $(WORKER) $(REFCHECK_ARGS)
 
+## package: the npm packages that install the worker into Paperclip, in dist/npm
+##          (PLATFORMS=host builds only this machine's binary; VERSION=v1.2.3 for a release)
+PLATFORMS ?= all
+package:
+	$(GO) run ./cmd/mkpackage -version '$(VERSION)' -out dist/npm -platforms '$(PLATFORMS)'
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+// install lays the built packages out as npm installs them (copies, not
+// links: Node resolves a module from its real path) and returns the entry
+// script's path. withPlatform false leaves the platform package out.
+func install(t *testing.T, withPlatform bool) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "node_modules", "@tickernelz")
+	copyTree(t, mainDir(), filepath.Join(root, dirName(PackageName)))
+	if withPlatform {
+		copyTree(t, platformDir(), filepath.Join(root, dirName(PlatformPackageName(built.host))))
+	}
+	return filepath.Join(root, dirName(PackageName), "dist", "worker.js")
+}
+
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	require.NoError(t, filepath.Walk(from, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		dst := filepath.Join(to, rel)
+		if info.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, info.Mode().Perm())
+	}))
+}
+
+// script writes an executable shell script standing in for the binary.
+func script(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fake-worker")
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755))
+	return path
+}
+
+// entryProc is the entry script running under Node, as the host forks it.
+type entryProc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  *bufio.Scanner
+	stderr *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startEntry(t *testing.T, entry string, env []string, nodeArgs ...string) *entryProc {
+	t.Helper()
+	node := needNode(t)
+	cmd := exec.Command(node, append(nodeArgs, entry)...)
+	// The host passes a minimal environment; so do we.
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "TZ=UTC", "NODE_ENV=production"}, env...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	p := &entryProc{cmd: cmd, stdin: stdin, stderr: &lockedBuffer{}}
+	cmd.Stderr = p.stderr
+	require.NoError(t, cmd.Start())
+	p.lines = bufio.NewScanner(stdout)
+	p.lines.Buffer(make([]byte, 1<<20), 1<<20)
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("entry stderr:\n%s", p.stderr.String())
+		}
+	})
+	return p
+}
+
+func (p *entryProc) send(t *testing.T, line string) {
+	t.Helper()
+	_, err := io.WriteString(p.stdin, line+"\n")
+	require.NoError(t, err)
+}
+
+// reply reads lines until the reply with the given id.
+func (p *entryProc) reply(t *testing.T, id int) map[string]json.RawMessage {
+	t.Helper()
+	for p.lines.Scan() {
+		var msg map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(p.lines.Bytes(), &msg), "stdout carries protocol lines only: %q", p.lines.Text())
+		if string(msg["id"]) == jsonInt(id) {
+			return msg
+		}
+	}
+	t.Fatalf("no reply %d (stdout closed: %v)", id, p.lines.Err())
+	return nil
+}
+
+func jsonInt(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// wait waits for the entry process to end, within a generous bound.
+func (p *entryProc) wait(t *testing.T) *os.ProcessState {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return p.cmd.ProcessState
+	case <-time.After(60 * time.Second):
+		t.Fatal("the entry script did not exit")
+		return nil
+	}
+}
+
+const initializeLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"manifest":{},"config":{},"instanceInfo":{"instanceId":"i","hostVersion":"1.0.0"},"apiVersion":1}}`
+
+// The host's lines reach the binary and its lines come back, untouched.
+func TestEntryRunsThePlatformBinaryOnTheSameStdio(t *testing.T) {
+	needBuilt(t)
+	t.Parallel()
+	p := startEntry(t, install(t, true), nil)
+	p.send(t, initializeLine)
+	var init protocol.InitializeResult
+	require.NoError(t, json.Unmarshal(p.reply(t, 1)["result"], &init))
+	assert.True(t, init.OK)
+	assert.Equal(t, protocol.SupportedMethods(), init.SupportedMethods)
+	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"health","params":{}}`)
+	assert.JSONEq(t, `{"status":"ok","message":"Daytona sandbox provider plugin healthy"}`, string(p.reply(t, 2)["result"]))
+	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"shutdown","params":{}}`)
+	assert.Equal(t, "null", string(p.reply(t, 3)["result"]))
+	state := p.wait(t)
+	assert.Equal(t, 0, state.ExitCode())
+}
+
+// SIGTERM and SIGINT sent to the entry process reach the binary, which stops
+// as it does on a signal, and the entry process exits with its code.
+func TestEntryForwardsTermAndInt(t *testing.T) {
+	needBuilt(t)
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			p := startEntry(t, install(t, true), nil)
+			p.send(t, initializeLine)
+			p.reply(t, 1) // the binary is up and serving
+			require.NoError(t, p.cmd.Process.Signal(sig))
+			state := p.wait(t)
+			assert.Equal(t, 0, state.ExitCode(), "the worker stops cleanly on %v and the entry exits with its code", sig)
+			assert.Contains(t, p.stderr.String(), "stopping on signal", "the binary itself received the signal")
+		})
+	}
+}
+
+func TestEntryExitsWithTheBinarysCode(t *testing.T) {
+	needBuilt(t)
+	t.Parallel()
+	p := startEntry(t, install(t, true), []string{"DAYTONA_WORKER_BINARY=" + script(t, "exit 7")})
+	assert.Equal(t, 7, p.wait(t).ExitCode())
+}
+
+// A binary killed by a signal makes the entry die of the same signal, so the
+// host's exit handler sees what really happened.
+func TestEntryDiesOfTheBinarysSignal(t *testing.T) {
+	needBuilt(t)
+	t.Parallel()
+	for name, sig := range map[string]syscall.Signal{"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := startEntry(t, install(t, true), []string{"DAYTONA_WORKER_BINARY=" + script(t, "kill -"+name+" $$")})
+			state := p.wait(t)
+			status, ok := state.Sys().(syscall.WaitStatus)
+			require.True(t, ok)
+			require.True(t, status.Signaled(), "exit status %v", state)
+			assert.Equal(t, sig, status.Signal())
+		})
+	}
+}
+
+// DAYTONA_WORKER_BINARY replaces the platform package's binary, with the
+// arguments passed on; no platform package is needed then.
+func TestEntryBinaryOverride(t *testing.T) {
+	needBuilt(t)
+	t.Parallel()
+	node := needNode(t)
+	fake := script(t, `echo "fake worker: $*"`)
+	cmd := exec.Command(node, install(t, false), "--log-level", "debug")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DAYTONA_WORKER_BINARY=" + fake}
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	assert.Equal(t, "fake worker: --log-level debug\n", string(out))
+}
+
+func TestEntryNamesTheMissingPlatformPackage(t *testing.T) {
+	needBuilt(t)
+	t.Parallel()
+	p := startEntry(t, install(t, false), nil)
+	assert.Equal(t, 1, p.wait(t).ExitCode())
+	assert.Contains(t, p.stderr.String(),
+		"the platform package "+PlatformPackageName(built.host)+"@"+testVersion+" is not installed")
+	assert.Contains(t, p.stderr.String(), "--omit=optional")
+}
+
+func TestEntryNamesAnUnsupportedPlatform(t *testing.T) {
+	needBuilt(t)
+	t.Parallel()
+	preload := filepath.Join(t.TempDir(), "arch.mjs")
+	require.NoError(t, os.WriteFile(preload, []byte(`Object.defineProperty(process, "arch", { value: "riscv64" });`+"\n"), 0o644))
+	p := startEntry(t, install(t, true), nil, "--import", "file://"+preload)
+	assert.Equal(t, 1, p.wait(t).ExitCode())
+	stderr := p.stderr.String()
+	assert.Contains(t, stderr, "no daytona-worker binary is published for "+built.host.NodeOS+"-riscv64")
+	assert.Contains(t, stderr, "DAYTONA_WORKER_BINARY")
+	for _, pl := range Platforms() {
+		assert.Contains(t, stderr, pl.Name())
+	}
+}
+
+func TestEntryReportsABinaryThatCannotRun(t *testing.T) {
+	needBuilt(t)
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "nope")
+	p := startEntry(t, install(t, false), []string{"DAYTONA_WORKER_BINARY=" + missing})
+	assert.Equal(t, 1, p.wait(t).ExitCode())
+	assert.True(t, strings.Contains(p.stderr.String(), "cannot run "+missing), p.stderr.String())
+}
