@@ -36,6 +36,7 @@ its stdin and stdout, one JSON message per line. Logs go to stderr.
 
 Usage:
   daytona-worker [flags]
+  daytona-worker check [--api-url URL]   test a Daytona account (see check --help)
 
 Flags:
   --log-level LEVEL  debug, info, warn, error or disabled (default info, or
@@ -68,6 +69,9 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "check" {
+		return runCheck(args[1:], stdout, stderr, os.Getenv)
+	}
 	flags := flag.NewFlagSet("daytona-worker", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
 	logLevel := flags.String("log-level", envOr("DAYTONA_WORKER_LOG_LEVEL", "info"), "")

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+)
+
+// checkKey is the emulator's key in these tests: distinctive, so a leak into
+// any output is easy to spot.
+const checkKey = "dtn_check_SECRET_7f3a9c"
+
+type checkRun struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCheckBinary runs the real binary's check subcommand with a minimal
+// environment plus env.
+func runCheckBinary(t *testing.T, env []string, args ...string) checkRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, workerBin, append([]string{"check"}, args...)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "TZ=UTC"}, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	r := checkRun{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+	t.Logf("check %v → %d\n%s%s", args, r.code, r.stdout, r.stderr)
+	return r
+}
+
+func (r checkRun) assertNoKey(t *testing.T, key string) {
+	t.Helper()
+	assert.NotContains(t, r.stdout, key, "the API key must never be printed")
+	assert.NotContains(t, r.stderr, key, "the API key must never be printed")
+}
+
+func TestCheckPassesAgainstAWorkingDaytona(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
+	r := runCheckBinary(t, []string{"DAYTONA_API_KEY=" + checkKey}, "--api-url", env.APIURL)
+	require.Equal(t, 0, r.code)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	assert.Contains(t, lines[0], "checking the Daytona at "+env.APIURL)
+	assert.Regexp(t, `(?m)^  ok    config accepted \(environmentValidateConfig\) +\S+ m?s$`, r.stdout)
+	assert.Regexp(t, `(?m)^  ok    Daytona reachable, API key accepted +\S+ m?s$`, r.stdout)
+	assert.Regexp(t, `(?m)^  ok    sandbox created and started \(environmentProbe\) +\S+ m?s$`, r.stdout)
+	assert.Regexp(t, `(?m)^        paperclip-probe-[0-9a-f-]+, shell (bash|sh), workspace /\S+$`, r.stdout)
+	assert.Regexp(t, `(?m)^  ok    sandbox removed +\S+ m?s$`, r.stdout)
+	assert.Regexp(t, `^PASS  this Daytona can run Paperclip sandboxes \(\S+ m?s\)$`, lines[len(lines)-1])
+	r.assertNoKey(t, checkKey)
+
+	// The probe really created a sandbox and really removed it.
+	assert.Positive(t, env.Server.Requests()["POST /api/sandbox"], "a sandbox was created: %v", env.Server.Requests())
+	assert.Eventually(t, func() bool { return len(env.Server.Sandboxes()) == 0 }, 30*time.Second, 20*time.Millisecond)
+}
+
+func TestCheckNamesARejectedKey(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
+	wrong := "dtn_wrong_SECRET_1b2c3d"
+	r := runCheckBinary(t, []string{"DAYTONA_API_KEY=" + wrong}, "--api-url", env.APIURL)
+	assert.Equal(t, 1, r.code)
+	assert.Regexp(t, `(?m)^  ok    Daytona reachable +\S+ m?s$`, r.stdout)
+	assert.Regexp(t, `(?m)^  FAIL  API key accepted$`, r.stdout)
+	assert.Contains(t, r.stdout, "401")
+	assert.Regexp(t, `(?m)^FAIL  this Daytona cannot run Paperclip sandboxes yet`, r.stdout)
+	assert.NotContains(t, r.stdout, "environmentProbe", "nothing is created with a key Daytona refused")
+	assert.Empty(t, env.Server.Sandboxes())
+	r.assertNoKey(t, wrong)
+}
+
+func TestCheckNamesAnUnreachableDaytona(t *testing.T) {
+	t.Parallel()
+	// A port that was free a moment ago: nothing listens there.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	r := runCheckBinary(t, []string{"DAYTONA_API_KEY=" + checkKey}, "--api-url", "http://"+addr+"/api")
+	assert.Equal(t, 1, r.code)
+	assert.Regexp(t, `(?m)^  FAIL  Daytona reachable +\S+ m?s$`, r.stdout)
+	assert.Contains(t, r.stdout, "connection refused")
+	r.assertNoKey(t, checkKey)
+}
+
+func TestCheckNeedsAKey(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
+	r := runCheckBinary(t, nil, "--api-url", env.APIURL)
+	assert.Equal(t, 1, r.code)
+	assert.Regexp(t, `(?m)^  FAIL  config accepted \(environmentValidateConfig\)`, r.stdout)
+	assert.Contains(t, r.stdout, "Daytona sandbox environments require an API key in config or DAYTONA_API_KEY.")
+	assert.Zero(t, len(env.Server.Requests()), "nothing is sent to Daytona without a key")
+}
+
+// DAYTONA_API_URL stands in for --api-url, as the emulator prints it.
+func TestCheckReadsTheURLFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
+	r := runCheckBinary(t, []string{"DAYTONA_API_KEY=" + checkKey, "DAYTONA_API_URL=" + env.APIURL})
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "checking the Daytona at "+env.APIURL)
+}
+
+func TestCheckReportsAFailedProbe(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
+	env.Server.AddFault(emulator.Fault{Method: "POST", Path: `^/api/sandbox$`, Status: 500, Body: `{"statusCode":500,"message":"no capacity in this region"}`})
+	r := runCheckBinary(t, []string{"DAYTONA_API_KEY=" + checkKey}, "--api-url", env.APIURL)
+	assert.Equal(t, 1, r.code)
+	assert.Regexp(t, `(?m)^  ok    Daytona reachable, API key accepted`, r.stdout)
+	assert.Regexp(t, `(?m)^  FAIL  sandbox created and started \(environmentProbe\)`, r.stdout)
+	assert.Contains(t, r.stdout, "no capacity in this region", "Daytona's own words reach the operator")
+	r.assertNoKey(t, checkKey)
+}
+
+func TestCheckUsage(t *testing.T) {
+	t.Parallel()
+	r := runCheckBinary(t, nil, "--bogus")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.stderr, "flag provided but not defined: -bogus")
+	r = runCheckBinary(t, nil, "--help")
+	assert.Equal(t, 0, r.code)
+	assert.Contains(t, r.stdout, "DAYTONA_API_KEY")
+	r = runCheckBinary(t, nil, "extra")
+	assert.Equal(t, 2, r.code)
+}
+
+// A probe sandbox Daytona does not delete is reported, by name, as a failure
+// (run in process to shorten the wait for its removal).
+func TestCheckReportsASandboxLeftBehind(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
+	env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `^/api/sandbox/`, Status: 500})
+	var out, errOut bytes.Buffer
+	c := &checker{
+		out: &out, log: nopLogger(), apiURL: env.APIURL, config: map[string]any{"apiUrl": env.APIURL},
+		getenv: func(k string) string {
+			if k == "DAYTONA_API_KEY" {
+				return checkKey
+			}
+			return ""
+		},
+		removalWait: 500 * time.Millisecond,
+	}
+	ok := c.run(context.Background(), time.Minute)
+	t.Log(out.String(), errOut.String())
+	assert.False(t, ok)
+	assert.Regexp(t, `(?m)^  FAIL  sandbox removed +\S+ m?s$`, out.String())
+	assert.Regexp(t, `(?m)paperclip-probe-[0-9a-f-]+ \(\S+\) is still there in state started; delete it`, out.String())
+	assert.NotContains(t, out.String(), checkKey)
+}
+
+func nopLogger() zerolog.Logger { return zerolog.Nop() }
