@@ -92,5 +92,11 @@ PLATFORMS ?= all
 package:
 	$(GO) run ./cmd/mkpackage -version '$(VERSION)' -out dist/npm -platforms '$(PLATFORMS)'
 
+## interop: the packed packages installed with npm and driven by Paperclip's own worker
+##          manager (@paperclipai/server) against the emulator; needs the npm registry
+interop: build package
+	cd interop && npm ci --no-audit --no-fund --loglevel=error && node setup.mjs && node pack.mjs
+	cd interop && INTEROP_PLATFORMS='$(PLATFORMS)' node --test --test-concurrency=1 test/
+
 clean:
 	rm -rf $(BIN) dist

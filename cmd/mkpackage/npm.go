@@ -126,6 +126,9 @@ func writeMainPackage(opts Options) error {
 			"manifest": "./" + manifestModule,
 			"worker":   manifest.Entrypoints.Worker,
 		},
+		// The entry script also runs the binary by hand, so an operator can
+		// `npx --package … daytona-worker check` before installing.
+		"bin":                  map[string]string{"daytona-worker": workerModule},
 		"optionalDependencies": optional,
 		"engines":              map[string]string{"node": ">=18"},
 		"keywords":             []string{"paperclip", "plugin", "sandbox", "daytona"},
@@ -160,13 +163,14 @@ func writeMainPackage(opts Options) error {
 	}); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(dir, filepath.FromSlash(workerModule)), script.Bytes(), 0o644); err != nil {
+	// Executable: it is also the package's bin.
+	if err := writeFile(filepath.Join(dir, filepath.FromSlash(workerModule)), script.Bytes(), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "README.md"), []byte(mainReadme(opts.Version)), 0o644)
 }
 
-var orderedMainKeys = []string{"name", "version", "description", "type", "files", "paperclipPlugin",
+var orderedMainKeys = []string{"name", "version", "description", "type", "files", "paperclipPlugin", "bin",
 	"optionalDependencies", "engines", "keywords"}
 
 func mainReadme(version string) string {
@@ -179,8 +183,8 @@ func mainReadme(version string) string {
 	for _, p := range Platforms() {
 		fmt.Fprintf(&b, "- `%s@%s` (%s/%s)\n", PlatformPackageName(p), version, p.GOOS, p.GOARCH)
 	}
-	b.WriteString("\nCheck a Daytona account from the installed package with\n")
-	b.WriteString("`DAYTONA_API_KEY=… node_modules/" + PackageName + "-<platform>/bin/daytona-worker check [--api-url URL]`.\n")
+	b.WriteString("\nCheck that a Daytona account works from this machine, before or after installing:\n\n")
+	fmt.Fprintf(&b, "    DAYTONA_API_KEY=… npx --yes --package %s@%s daytona-worker check [--api-url URL]\n", PackageName, version)
 	return b.String()
 }
 
@@ -228,7 +232,10 @@ func writeFile(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, data, mode)
+	if err := os.WriteFile(path, data, mode); err != nil {
+		return err
+	}
+	return os.Chmod(path, mode) // whatever the umask
 }
 
 // semverPattern is npm's and the host manifest validator's notion of a

@@ -60,7 +60,7 @@ func TestBuildWritesExactlyThePackages(t *testing.T) {
 	assert.ElementsMatch(t, []string{"paperclip-pro-plugin-daytona", "paperclip-pro-plugin-daytona-" + built.host.Name()}, names)
 
 	assert.Equal(t, map[string]fs.FileMode{
-		"package.json": 0o644, "README.md": 0o644, "dist/manifest.js": 0o644, "dist/worker.js": 0o644,
+		"package.json": 0o644, "README.md": 0o644, "dist/manifest.js": 0o644, "dist/worker.js": 0o755,
 	}, files(t, mainDir()))
 	assert.Equal(t, map[string]fs.FileMode{
 		"package.json": 0o644, "README.md": 0o644, "bin/daytona-worker": 0o755,
@@ -75,6 +75,7 @@ func TestMainPackageJSONIsAPaperclipPlugin(t *testing.T) {
 	assert.Equal(t, "module", pkg["type"])
 	assert.Equal(t, map[string]any{"manifest": "./dist/manifest.js", "worker": "./dist/worker.js"}, pkg["paperclipPlugin"])
 	assert.Equal(t, []any{"dist/manifest.js", "dist/worker.js"}, pkg["files"])
+	assert.Equal(t, map[string]any{"daytona-worker": "dist/worker.js"}, pkg["bin"])
 	assert.Equal(t, map[string]any{
 		"@tickernelz/paperclip-pro-plugin-daytona-linux-x64":    testVersion,
 		"@tickernelz/paperclip-pro-plugin-daytona-linux-arm64":  testVersion,
@@ -154,7 +155,7 @@ func TestNpmPackContents(t *testing.T) {
 	dest := t.TempDir()
 	want := map[string]map[string]int64{
 		PackageName: {"package/package.json": 0o644, "package/README.md": 0o644,
-			"package/dist/manifest.js": 0o644, "package/dist/worker.js": 0o644},
+			"package/dist/manifest.js": 0o644, "package/dist/worker.js": 0o755},
 		PlatformPackageName(built.host): {"package/package.json": 0o644, "package/README.md": 0o644,
 			"package/bin/daytona-worker": 0o755},
 	}

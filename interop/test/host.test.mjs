@@ -1,0 +1,302 @@
+// The packaged worker, installed from its npm tarballs, driven by Paperclip's
+// own worker manager (@paperclipai/server's plugin-worker-manager.js) against
+// the project's Daytona emulator: the host forks dist/worker.js, which runs
+// the platform package's binary. The tests run in order and share one worker.
+import assert from "node:assert/strict";
+import { execFile, execFileSync } from "node:child_process";
+import { readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { pathToFileURL } from "node:url";
+import { promisify } from "node:util";
+import { startEmulator } from "../lib/emulator.mjs";
+import {
+  createPluginWorkerManager, hostLog, pluginCapabilityValidator, pluginManifestValidator,
+  resolveDeclaredSandboxCapabilities,
+} from "../lib/host.mjs";
+import { installPlugin, packedTarballs } from "../lib/packages.mjs";
+import { PLUGIN_ID } from "../lib/paths.mjs";
+
+const execFileP = promisify(execFile);
+const API_KEY = "dtn_interop_SECRET_5e6f";
+const PLUGIN_DB_ID = "3f0c5b8e-interop-plugin-row"; // the host's plugin row id
+const COMPANY = "company-interop";
+const ENVIRONMENT = "env-interop";
+
+let emulator, packed, install, manifest, manager, config;
+
+before(async () => {
+  emulator = await startEmulator({ apiKey: API_KEY });
+  packed = packedTarballs();
+  install = await installPlugin({ mainTarball: packed.main, platformTarballs: packed.platforms });
+  const pkg = JSON.parse(readFileSync(path.join(install.packageDir, "package.json"), "utf8"));
+  // As the host's loader reads it: package.json's paperclipPlugin.manifest, imported.
+  const mod = await import(pathToFileURL(path.resolve(install.packageDir, pkg.paperclipPlugin.manifest)).href);
+  manifest = mod.default ?? mod;
+  manager = createPluginWorkerManager();
+  config = { apiKey: API_KEY, apiUrl: emulator.apiUrl, timeoutMs: 60000 };
+});
+
+after(async () => {
+  await manager?.stopAll();
+  await emulator?.stop();
+  if (install) rmSync(install.scratch, { recursive: true, force: true });
+});
+
+/** startWorker's options as the host's loader builds them (plugin-loader.js activatePlugin). */
+function workerOptions(packageDir) {
+  return {
+    entrypointPath: path.resolve(packageDir, manifest.entrypoints.worker),
+    manifest,
+    config: {},
+    instanceInfo: { instanceId: "interop", hostVersion: "2026.916.1", deploymentMode: "local_trusted", deploymentExposure: "private" },
+    apiVersion: manifest.apiVersion,
+    databaseNamespace: null,
+    hostHandlers: {},
+    autoRestart: true,
+    env: { PAPERCLIP_DEPLOYMENT_MODE: "local_trusted", PAPERCLIP_DEPLOYMENT_EXPOSURE: "private" },
+  };
+}
+
+const base = (extra = {}) => ({ driverKey: "daytona", companyId: COMPANY, environmentId: ENVIRONMENT, config, ...extra });
+
+const call = (method, params, timeoutMs, onLog) => manager.call(PLUGIN_DB_ID, method, params, timeoutMs, onLog);
+
+/** The pid of the binary the entry script started (its only child). */
+function binaryPid(entryPid) {
+  const out = execFileSync("pgrep", ["-P", String(entryPid)], { encoding: "utf8" }).trim();
+  const pids = out.split("\n").filter(Boolean).map(Number);
+  assert.equal(pids.length, 1, `entry ${entryPid} has children ${out}`);
+  return pids[0];
+}
+
+/** The next `name` event of a worker handle (it has on/off, no once). */
+function nextEvent(handle, name) {
+  return new Promise((resolve) => {
+    const listener = (payload) => { handle.off(name, listener); resolve(payload); };
+    handle.on(name, listener);
+  });
+}
+
+const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+
+async function until(what, check, timeoutMs = 30000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+// The host-runtime's prerequisite worker methods of each sandbox capability
+// (host-runtime.md §4.1), restated here to check the manifest independently
+// of the Go code that generated it.
+const PREREQUISITES = {
+  reusableLeases: ["environmentResumeLease", "environmentReleaseLease", "environmentDestroyLease"],
+  nativeSyncIn: ["environmentSyncIn"],
+  nativeSyncOut: ["environmentSyncOut"],
+  persistentProcessSessions: ["environmentExecute"],
+  independentControlCommands: ["environmentExecute"],
+  incrementalSessionOutput: ["environmentExecute"],
+  concurrentSyncOperations: ["environmentSyncIn", "environmentSyncOut"],
+  duplexCommandStream: ["duplexChannelOpen"],
+  runnerWebSocketIngress: ["environmentRunnerIngressEndpoint"],
+};
+
+test("the manifest keeps the Node plugin's identity and passes the host's checks", () => {
+  assert.equal(manifest.id, PLUGIN_ID);
+  assert.equal(manifest.entrypoints.worker, "./dist/worker.js");
+  const [driver] = manifest.environmentDrivers;
+  assert.equal(driver.driverKey, "daytona");
+  assert.equal(driver.kind, "sandbox_provider");
+  assert.equal(driver.configSchema.properties.apiKey.format, "secret-ref");
+  assert.equal(driver.defaultAcquireTimeoutMs, 300000);
+
+  const validator = pluginManifestValidator();
+  assert.ok(validator.getSupportedVersions().includes(manifest.apiVersion));
+  // @paperclipai/server 2026.916.1 predates defaultAcquireTimeoutMs (the
+  // tickernelz host reads it; its driver schema is strict): that key is the
+  // one thing this version's validator does not know.
+  const full = validator.parse(manifest);
+  assert.equal(full.success, false);
+  assert.deepEqual(full.details, [{ path: ["environmentDrivers", 0], message: 'Unrecognized key: "defaultAcquireTimeoutMs"' }]);
+  const { defaultAcquireTimeoutMs, ...olderDriver } = driver;
+  const older = validator.parse({ ...manifest, environmentDrivers: [olderDriver] });
+  assert.equal(older.success, true, older.errors);
+  assert.deepEqual(pluginCapabilityValidator().validateManifestCapabilities(manifest).allowed, true);
+});
+
+test("start: the host forks the entry script and initialize stores supportedMethods", async () => {
+  const handle = await manager.startWorker(PLUGIN_DB_ID, workerOptions(install.packageDir));
+  assert.equal(handle.status, "running");
+  const methods = handle.supportedMethods;
+  assert.ok(methods.includes("environmentExecute") && methods.includes("environmentAcquireLease"));
+  assert.ok(!methods.includes("initialize"), "initialize is never listed");
+  // The worker's `log` notification reached the host's logger.
+  assert.ok(hostLog.some((e) => e.message === "[plugin] Daytona sandbox provider plugin ready"
+    && e.bindings?.pluginId === PLUGIN_DB_ID), "ready log routed to the host logger");
+
+  // What the manifest declares is exactly what these methods let the host grant.
+  const [driver] = manifest.environmentDrivers;
+  const declared = resolveDeclaredSandboxCapabilities(driver);
+  for (const [key, needs] of Object.entries(PREREQUISITES)) {
+    const verified = needs.every((m) => methods.includes(m));
+    assert.equal(declared[key], verified, `${key}: declared ${declared[key]}, worker lists ${needs.join("+")}: ${verified}`);
+  }
+  const has = (...ms) => ms.every((m) => methods.includes(m));
+  assert.equal(driver.supportsLoginPty, has("loginPtyOpen", "loginPtyInput", "loginPtyStop", "loginPtyClose"));
+  assert.equal(driver.supportsInteractiveSetup,
+    has("environmentStartInteractiveSetup", "environmentGetInteractiveSetup", "environmentCancelInteractiveSetup"));
+  assert.equal(driver.supportsTemplateCapture, has("environmentCaptureTemplate"));
+  assert.equal(driver.supportsTemplateDelete, has("environmentDeleteTemplate"));
+});
+
+test("health", async () => {
+  assert.deepEqual(await call("health", {}), { status: "ok", message: "Daytona sandbox provider plugin healthy" });
+});
+
+test("environmentValidateConfig and environmentProbe", async () => {
+  const ok = await call("environmentValidateConfig", { driverKey: "daytona", config });
+  assert.equal(ok.ok, true);
+  assert.equal(ok.normalizedConfig.apiUrl, emulator.apiUrl);
+  const bad = await call("environmentValidateConfig", { driverKey: "daytona", config: { ...config, image: " " } });
+  assert.deepEqual(bad, { ok: false, errors: ["Daytona image cannot be empty."] });
+
+  const probe = await call("environmentProbe", base(), 120000);
+  assert.equal(probe.ok, true, JSON.stringify(probe));
+  assert.match(probe.summary, /^Connected to Daytona sandbox paperclip-probe-/);
+  await until("the probe sandbox to go", async () => (await emulator.admin("sandboxes")).length === 0);
+});
+
+let lease;
+
+test("environmentAcquireLease", async () => {
+  lease = await call("environmentAcquireLease", base({ issueId: "iss-1", runId: "run-1", agentId: "agent-1" }), 120000);
+  assert.ok(lease.providerLeaseId);
+  assert.equal(lease.metadata.provider, "daytona");
+  const sandboxes = await emulator.admin("sandboxes");
+  assert.deepEqual(sandboxes.map((s) => s.id), [lease.providerLeaseId]);
+});
+
+test("environmentExecute: execute.log reaches the host's log sink", async () => {
+  const chunks = [];
+  const result = await call("environmentExecute", base({
+    lease: { providerLeaseId: lease.providerLeaseId, metadata: lease.metadata, expiresAt: null },
+    command: "bash",
+    args: ["-c", "for i in 1 2 3; do echo \"line $i\"; sleep 0.05; done; echo oops >&2; exit 3"],
+    cwd: lease.metadata.remoteCwd,
+    env: { CI: "1" },
+    timeoutMs: 60000,
+  }), 120000, (stream, chunk) => { chunks.push({ stream, chunk }); });
+  assert.equal(result.exitCode, 3);
+  assert.equal(result.timedOut, false);
+  assert.equal(result.stdout, "line 1\nline 2\nline 3\n");
+  assert.equal(result.stderr, "oops\n");
+  const streamed = (s) => chunks.filter((c) => c.stream === s).map((c) => c.chunk).join("");
+  assert.equal(streamed("stdout"), result.stdout, "stdout streamed live through the host's route");
+  assert.equal(streamed("stderr"), result.stderr);
+});
+
+// TODO(issue 10): environmentSyncIn / environmentSyncOut through the host once sync/ lands.
+// TODO(issue 11): a login PTY (openLoginPtySession) and a duplex channel (openDuplexChannel)
+// through the host's routing once pty/ lands.
+
+test("environmentReleaseLease deletes the sandbox", async () => {
+  const receipt = await call("environmentReleaseLease", base({
+    providerLeaseId: lease.providerLeaseId, leaseMetadata: lease.metadata,
+  }), 120000);
+  assert.deepEqual(receipt, { providerLeaseId: lease.providerLeaseId, state: "destroyed" });
+  await until("the sandbox to go", async () => (await emulator.admin("sandboxes")).length === 0);
+});
+
+test("a crash of the binary: pending calls fail, the host restarts the worker", async () => {
+  const handle = manager.getWorker(PLUGIN_DB_ID);
+  const entryPid = handle.diagnostics().pid;
+  const binary = binaryPid(entryPid);
+
+  const sleeper = await call("environmentAcquireLease", base({ issueId: "iss-2", runId: "run-2" }), 120000);
+  const pending = call("environmentExecute", base({
+    lease: { providerLeaseId: sleeper.providerLeaseId, metadata: sleeper.metadata, expiresAt: null },
+    command: "sleep", args: ["30"], cwd: sleeper.metadata.remoteCwd, timeoutMs: 60000,
+  }), 120000);
+  const crashed = nextEvent(handle, "crash");
+  const ready = nextEvent(handle, "ready");
+  process.kill(binary, "SIGKILL");
+
+  await assert.rejects(pending, (err) => {
+    assert.equal(err.code, -32000);
+    assert.match(err.message, /^Worker process exited \(code=null, signal=SIGKILL\)/,
+      "the entry script dies of the binary's signal");
+    return true;
+  });
+  const crash = await crashed;
+  assert.equal(crash.willRestart, true);
+  await ready; // after the host's back-off (about a second)
+  assert.equal(handle.status, "running");
+  assert.equal(handle.diagnostics().totalCrashes, 1);
+  assert.ok(handle.supportedMethods.includes("environmentExecute"), "initialize ran again");
+  assert.equal(alive(entryPid), false);
+
+  assert.equal((await call("health", {})).status, "ok");
+  // The restarted worker holds no state, and still releases the lease by id.
+  const receipt = await call("environmentReleaseLease", base({
+    providerLeaseId: sleeper.providerLeaseId, leaseMetadata: sleeper.metadata,
+  }), 120000);
+  assert.equal(receipt.state, "destroyed");
+});
+
+test("a killed entry script does not leave the binary behind", async () => {
+  const handle = manager.getWorker(PLUGIN_DB_ID);
+  const entryPid = handle.diagnostics().pid;
+  const binary = binaryPid(entryPid);
+  const ready = nextEvent(handle, "ready");
+  process.kill(entryPid, "SIGKILL");
+  // The host closes the dead child's stdin; the binary reads EOF and exits.
+  await until("the orphaned binary to exit", () => !alive(binary));
+  await ready;
+  assert.equal((await call("health", {})).status, "ok");
+});
+
+test("stop: shutdown, and the process tree exits cleanly", async () => {
+  const handle = manager.getWorker(PLUGIN_DB_ID);
+  const entryPid = handle.diagnostics().pid;
+  const binary = binaryPid(entryPid);
+  const exited = nextEvent(handle, "exit");
+  const started = Date.now();
+  await manager.stopWorker(PLUGIN_DB_ID);
+  const exit = await exited;
+  assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 0, signal: null });
+  assert.ok(Date.now() - started < 10000, "exited on the shutdown RPC, before the host's SIGTERM");
+  assert.equal(handle.status, "stopped");
+  assert.equal(alive(binary), false);
+  assert.ok(!hostLog.some((e) => e.message.includes("sending SIGTERM")), "no escalation to SIGTERM");
+});
+
+test("the host's stderr capture names a missing platform package", async () => {
+  const bare = await installPlugin({ mainTarball: packed.main, platformTarballs: {} });
+  try {
+    const id = "interop-missing-binary";
+    await assert.rejects(manager.startWorker(id, { ...workerOptions(bare.packageDir), autoRestart: false }), (err) => {
+      assert.match(err.message, /Worker initialize failed/);
+      assert.match(err.message, /Worker stderr:\n@tickernelz\/paperclip-pro-plugin-daytona: the platform package @tickernelz\/paperclip-pro-plugin-daytona-\S+ is not installed/);
+      return true;
+    });
+  } finally {
+    rmSync(bare.scratch, { recursive: true, force: true });
+  }
+});
+
+test("the package's bin runs daytona-worker check", async () => {
+  const bin = path.join(install.scratch, "node_modules", ".bin", "daytona-worker");
+  const { stdout, stderr } = await execFileP(bin, ["check", "--api-url", emulator.apiUrl],
+    { env: { PATH: process.env.PATH, DAYTONA_API_KEY: API_KEY } });
+  assert.match(stdout, /^ {2}ok {4}sandbox created and started \(environmentProbe\)/m);
+  assert.match(stdout, /^PASS {2}this Daytona can run Paperclip sandboxes/m);
+  assert.ok(!stdout.includes(API_KEY) && !stderr.includes(API_KEY));
+});
+
+test("no API key reached the host's logs", () => {
+  assert.ok(hostLog.length > 0);
+  for (const entry of hostLog) assert.ok(!JSON.stringify(entry).includes(API_KEY), JSON.stringify(entry));
+});
