@@ -253,13 +253,13 @@ func (c *checker) preflight(ctx context.Context) bool {
 	case err == nil:
 		c.step(true, "Daytona reachable, API key accepted", took, "")
 		return true
-	case errors.Is(err, daytona.ErrUnauthorized) || errors.Is(err, daytona.ErrForbidden):
+	case errors.As(err, &apiErr) && (errors.Is(err, daytona.ErrUnauthorized) || errors.Is(err, daytona.ErrForbidden)):
 		c.step(true, "Daytona reachable", took, "")
-		c.step(false, "API key accepted", -1, err.Error())
+		c.step(false, "API key accepted", -1, fmt.Sprintf("Daytona answered %d: %v", apiErr.StatusCode, err))
 	case errors.As(err, &apiErr):
 		c.step(true, "Daytona reachable", took, "")
 		c.step(false, "Daytona answers as a Daytona API", -1,
-			err.Error()+" (is --api-url the API's base URL, usually ending in /api?)")
+			fmt.Sprintf("Daytona answered %d: %v (is --api-url the API's base URL, usually ending in /api?)", apiErr.StatusCode, err))
 	default:
 		c.step(false, "Daytona reachable", took, err.Error())
 	}

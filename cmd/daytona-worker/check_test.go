@@ -82,7 +82,7 @@ func TestCheckNamesARejectedKey(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Regexp(t, `(?m)^  ok    Daytona reachable +\S+ m?s$`, r.stdout)
 	assert.Regexp(t, `(?m)^  FAIL  API key accepted$`, r.stdout)
-	assert.Contains(t, r.stdout, "401")
+	assert.Contains(t, r.stdout, "Daytona answered 401: Invalid credentials")
 	assert.Regexp(t, `(?m)^FAIL  this Daytona cannot run Paperclip sandboxes yet`, r.stdout)
 	assert.NotContains(t, r.stdout, "environmentProbe", "nothing is created with a key Daytona refused")
 	assert.Empty(t, env.Server.Sandboxes())
@@ -99,7 +99,7 @@ func TestCheckNamesAnUnreachableDaytona(t *testing.T) {
 	r := runCheckBinary(t, []string{"DAYTONA_API_KEY=" + checkKey}, "--api-url", "http://"+addr+"/api")
 	assert.Equal(t, 1, r.code)
 	assert.Regexp(t, `(?m)^  FAIL  Daytona reachable +\S+ m?s$`, r.stdout)
-	assert.Contains(t, r.stdout, "connection refused")
+	assert.Regexp(t, `ECONNREFUSED|connection refused`, r.stdout)
 	r.assertNoKey(t, checkKey)
 }
 
@@ -172,3 +172,15 @@ func TestCheckReportsASandboxLeftBehind(t *testing.T) {
 }
 
 func nopLogger() zerolog.Logger { return zerolog.Nop() }
+
+func TestCheckNamesAURLThatIsNoDaytonaAPI(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
+	r := runCheckBinary(t, []string{"DAYTONA_API_KEY=" + checkKey}, "--api-url", strings.TrimSuffix(env.APIURL, "/api"))
+	assert.Equal(t, 1, r.code)
+	assert.Regexp(t, `(?m)^  ok    Daytona reachable +\S+ m?s$`, r.stdout)
+	assert.Regexp(t, `(?m)^  FAIL  Daytona answers as a Daytona API$`, r.stdout)
+	assert.Contains(t, r.stdout, "Daytona answered 404")
+	assert.Contains(t, r.stdout, "usually ending in /api")
+	r.assertNoKey(t, checkKey)
+}
