@@ -4,7 +4,8 @@
 // the platform package's binary. The tests run in order and share one worker.
 import assert from "node:assert/strict";
 import { execFile, execFileSync } from "node:child_process";
-import { readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { pathToFileURL } from "node:url";
@@ -52,11 +53,15 @@ function workerOptions(packageDir) {
     instanceInfo: { instanceId: "interop", hostVersion: "2026.916.1", deploymentMode: "local_trusted", deploymentExposure: "private" },
     apiVersion: manifest.apiVersion,
     databaseNamespace: null,
-    hostHandlers: {},
+    // The host's handlers for worker→host calls; span.record as the host has it.
+    hostHandlers: { "span.record": async (params, context) => { spans.push({ params, context }); return null; } },
     autoRestart: true,
     env: { PAPERCLIP_DEPLOYMENT_MODE: "local_trusted", PAPERCLIP_DEPLOYMENT_EXPOSURE: "private" },
   };
 }
+
+/** span.record calls the worker made, with the host's context for each. */
+const spans = [];
 
 const base = (extra = {}) => ({ driverKey: "daytona", companyId: COMPANY, environmentId: ENVIRONMENT, config, ...extra });
 
@@ -208,9 +213,56 @@ test("environmentExecute: execute.log reaches the host's log sink", async () => 
   assert.equal(streamed("stderr"), result.stderr);
 });
 
-// TODO(issue 10): environmentSyncIn / environmentSyncOut through the host once sync/ lands.
+test("environmentSyncIn and environmentSyncOut: files and a tree in and back out", async () => {
+  const hostDir = mkdtempSync(path.join(tmpdir(), "interop-sync-"));
+  try {
+    writeFileSync(path.join(hostDir, "config.txt"), "hello\n");
+    mkdirSync(path.join(hostDir, "tree", "sub"), { recursive: true });
+    writeFileSync(path.join(hostDir, "tree", "a.txt"), "a\n");
+    writeFileSync(path.join(hostDir, "tree", "sub", "b.txt"), "b\n");
+    writeFileSync(path.join(hostDir, "tree", "skip.log"), "excluded\n");
+    const remote = lease.metadata.remoteCwd;
+    const leaseRef = { providerLeaseId: lease.providerLeaseId, metadata: lease.metadata, expiresAt: null };
+    spans.length = 0;
+
+    const syncIn = await call("environmentSyncIn", base({
+      lease: leaseRef,
+      operations: [
+        { operationId: "files", files: [{ sourcePath: path.join(hostDir, "config.txt"), targetPath: `${remote}/config.txt`, kind: "file", mode: 0o600 }] },
+        { operationId: "tree", files: [{ sourcePath: path.join(hostDir, "tree"), targetPath: `${remote}/tree`, kind: "directory", exclude: ["*.log"] }],
+          postUploadCommands: [{ command: "find tree -type f | sort > listing.txt" }] },
+      ],
+    }), 120000);
+    assert.deepEqual(syncIn.operations.map((o) => [o.operationId, o.filesTransferred]), [["files", 1], ["tree", 2]]);
+
+    const listed = await call("environmentExecute", base({
+      lease: leaseRef, command: "sh", args: ["-c", "cat config.txt listing.txt; stat -c %a config.txt"], cwd: remote, timeoutMs: 60000,
+    }), 120000);
+    assert.equal(listed.stdout, "hello\ntree/a.txt\ntree/sub/b.txt\n600\n");
+
+    const syncOut = await call("environmentSyncOut", base({
+      lease: leaseRef,
+      operations: [{ operationId: "back", files: [
+        { sourcePath: `${remote}/listing.txt`, targetPath: path.join(hostDir, "back", "listing.txt"), kind: "file" },
+        { sourcePath: `${remote}/tree`, targetPath: path.join(hostDir, "restored"), kind: "directory" },
+      ] }],
+    }), 120000);
+    assert.equal(syncOut.operations[0].operationId, "back");
+    assert.equal(readFileSync(path.join(hostDir, "back", "listing.txt"), "utf8"), "tree/a.txt\ntree/sub/b.txt\n");
+    assert.equal(readFileSync(path.join(hostDir, "restored", "sub", "b.txt"), "utf8"), "b\n");
+    assert.equal(existsSync(path.join(hostDir, "restored", "skip.log")), false);
+
+    // The worker's span.record calls reached the host's handler inside the
+    // sync's invocation scope.
+    assert.ok(spans.length > 0, "sync spans reported to the host");
+    for (const { context } of spans) assert.equal(context.invocationScope?.companyId, COMPANY);
+  } finally {
+    rmSync(hostDir, { recursive: true, force: true });
+  }
+});
+
 // TODO(issue 11): a login PTY (openLoginPtySession) and a duplex channel (openDuplexChannel)
-// through the host's routing once pty/ lands.
+// through the host's routing once pty/ lands on main.
 
 test("environmentReleaseLease deletes the sandbox", async () => {
   const receipt = await call("environmentReleaseLease", base({
