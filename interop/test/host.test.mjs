@@ -4,7 +4,8 @@
 // the platform package's binary. The tests run in order and share one worker.
 import assert from "node:assert/strict";
 import { execFile, execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
@@ -259,8 +260,61 @@ test("environmentSyncIn and environmentSyncOut: files and a tree in and back out
   }
 });
 
-// TODO(issue 11): a login PTY (openLoginPtySession) and a duplex channel (openDuplexChannel)
-// through the host's routing once pty/ lands on main.
+// A stand-in `claude` on the login shell's PATH in the sandbox (no real CLI there).
+const STAND_IN_CLAUDE = `mkdir -p "$HOME/bin" && echo 'export PATH="$HOME/bin:$PATH"' > "$HOME/.bash_profile" &&
+cat > "$HOME/bin/claude" <<'SCRIPT'
+#!/bin/sh
+echo "stand-in claude $*"
+printf 'code: '
+read code
+echo "got [$code]"
+exit 3
+SCRIPT
+chmod +x "$HOME/bin/claude"`;
+
+test("a login PTY through the host's routing (openLoginPtySession)", async () => {
+  const leaseRef = { providerLeaseId: lease.providerLeaseId, metadata: lease.metadata, expiresAt: null };
+  const setup = await call("environmentExecute", base({
+    lease: leaseRef, command: "sh", args: ["-c", STAND_IN_CLAUDE], cwd: lease.metadata.remoteCwd, timeoutMs: 60000,
+  }), 120000);
+  assert.equal(setup.exitCode, 0, setup.stderr);
+  // Sandboxes of the emulator share the host's /tmp: the session home is removed after.
+  const sessionHome = `/tmp/paperclip-adapter-login/${randomUUID()}`;
+  try {
+    const session = await manager.openLoginPtySession(PLUGIN_DB_ID, {
+      driverKey: "daytona", companyId: COMPANY, environmentId: ENVIRONMENT,
+      providerLeaseId: lease.providerLeaseId, loginCommandKey: "claude", sessionHome,
+    });
+    let text = "";
+    session.onData((chunk) => { text += chunk; });
+    await until("the stand-in's prompt", () => text.includes("code: "));
+    assert.match(text, /stand-in claude setup-token/);
+    session.write("abc123\r");
+    assert.deepEqual(await session.wait(), { exitCode: 3 });
+    assert.match(text, /got \[abc123\]/);
+    await session.close();
+  } finally {
+    rmSync(sessionHome, { recursive: true, force: true });
+    try { rmdirSync(path.dirname(sessionHome)); } catch { /* another session's home is there */ }
+  }
+});
+
+test("a duplex channel through the host's routing (openDuplexChannel)", async () => {
+  const channel = await manager.getWorker(PLUGIN_DB_ID).openDuplexChannel({
+    driverKey: "daytona", companyId: COMPANY, environmentId: ENVIRONMENT,
+    providerLeaseId: lease.providerLeaseId, command: ["cat"],
+  });
+  const received = [];
+  channel.onData((chunk) => { received.push(Buffer.from(chunk)); });
+  // Bytes, not text: the host base64s them; the raw-mode PTY passes them as they are.
+  const payload = Buffer.concat([Buffer.from([0x00, 0x01, 0x7f, 0xc3, 0x28, 0xff]), Buffer.from(" ping\n")]);
+  channel.write(new Uint8Array(payload));
+  await until("the bytes echoed back", () => Buffer.concat(received).includes(payload));
+  channel.kill();
+  const exit = await channel.wait();
+  assert.ok(exit.exitCode === null || typeof exit.exitCode === "number", JSON.stringify(exit));
+  await channel.close();
+});
 
 test("environmentReleaseLease deletes the sandbox", async () => {
   const receipt = await call("environmentReleaseLease", base({
