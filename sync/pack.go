@@ -45,9 +45,10 @@ type hostSig struct {
 }
 
 func sigOf(st *syscall.Stat_t, kind byte, follow bool) hostSig {
+	mtime, ctime := statTimes(st)
 	return hostSig{
 		dev: uint64(st.Dev), ino: st.Ino, size: st.Size,
-		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), mode: st.Mode, kind: kind, nlink: uint64(st.Nlink),
+		mtime: mtime.Nano(), ctime: ctime.Nano(), mode: uint32(st.Mode), kind: kind, nlink: uint64(st.Nlink),
 		followedLinks: follow,
 	}
 }
@@ -99,8 +100,9 @@ func (w *treeWalker) visit(abs, rel string, ancestors [][2]uint64) error {
 	if !ok {
 		return fmt.Errorf("Daytona syncIn cannot stat %s", abs)
 	}
+	mtime, _ := statTimes(st)
 	e := hostEntry{
-		rel: rel, abs: abs, mode: int64(st.Mode & 0o7777), mtime: time.Unix(st.Mtim.Sec, 0),
+		rel: rel, abs: abs, mode: int64(st.Mode & 0o7777), mtime: time.Unix(mtime.Sec, 0),
 		uid: int(st.Uid), gid: int(st.Gid), linkOf: -1,
 	}
 	switch fi.Mode().Type() {
@@ -126,9 +128,9 @@ func (w *treeWalker) visit(abs, rel string, ancestors [][2]uint64) error {
 	case fs.ModeNamedPipe:
 		e.kind = tar.TypeFifo
 	case fs.ModeDevice | fs.ModeCharDevice:
-		e.kind, e.rdev = tar.TypeChar, st.Rdev
+		e.kind, e.rdev = tar.TypeChar, uint64(st.Rdev)
 	case fs.ModeDevice:
-		e.kind, e.rdev = tar.TypeBlock, st.Rdev
+		e.kind, e.rdev = tar.TypeBlock, uint64(st.Rdev)
 	default:
 		return nil // sockets: GNU tar says "socket ignored" and goes on
 	}
@@ -279,7 +281,11 @@ func copyFileExactly(tw io.Writer, e *hostEntry, buf []byte) error {
 	if n != e.size {
 		return changed()
 	}
-	if st, err := fstat(f); err != nil || st.Size != e.size || st.Mtim.Nano() != e.sig.mtime || st.Ctim.Nano() != e.sig.ctime {
+	st, err := fstat(f)
+	if err != nil || st.Size != e.size {
+		return changed()
+	}
+	if mtime, ctime := statTimes(st); mtime.Nano() != e.sig.mtime || ctime.Nano() != e.sig.ctime {
 		return changed()
 	}
 	return nil
