@@ -183,6 +183,16 @@ func newSandbox(t *testing.T) *sandbox {
 	return &sandbox{env: env, c: c, sb: sb, tb: tb, home: home}
 }
 
+// standIn is a stand-in login CLI from testdata/standins.
+func standIn(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "standins", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // bin installs an executable script in the sandbox's ~/bin.
 func (s *sandbox) bin(t *testing.T, name, script string) {
 	t.Helper()

@@ -14,26 +14,10 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 )
 
-// standInClaude behaves like `claude setup-token` as far as the login flow
-// can tell: it prints a URL, waits for the code and Enter, and exits with
-// its own code. The euro sign is printed in two writes, so it may reach the
-// worker cut in two.
-const standInClaude = `#!/bin/sh
-[ "$1" = setup-token ] || { echo "unexpected arguments: $*"; exit 64; }
-printf 'size %s\n' "$(stty size)"
-printf 'Open https://claude.ai/oauth/authorize?code=true&client=stand-in to sign in.\n'
-printf 'Paste code here if prompted > '
-IFS= read -r code
-printf '\342\202'
-sleep 0.1
-printf '\254 received [%s]\n' "$code"
-exit 7
-`
-
 func TestLoginRunsTheCLIAndCarriesItsTextBothWays(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(t)
-	sb.bin(t, "claude", standInClaude)
+	sb.bin(t, "claude", standIn(t, "claude"))
 	rec := newRecorder()
 	m := newManager(t, rec, Options{})
 	home := sessionHome(t)
@@ -60,7 +44,7 @@ func TestLoginRunsTheCLIAndCarriesItsTextBothWays(t *testing.T) {
 	for _, want := range []string{
 		"exec claude setup-token", // the launch line, echoed by the terminal
 		"size 30 120",
-		"https://claude.ai/oauth/authorize?code=true&client=stand-in",
+		"https://claude.ai/oauth/authorize?code=true&state=stand-in",
 		"€ received [CODE-123]",
 	} {
 		if !strings.Contains(out, want) {
@@ -106,13 +90,8 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestLoginHomesForCodexAndGrok(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(t)
-	for _, cli := range []struct{ key, variable string }{{"codex", "CODEX_HOME"}, {"grok", "GROK_HOME"}} {
-		sb.bin(t, cli.key, `#!/bin/sh
-[ "$*" = "login --device-auth" ] || { echo "unexpected arguments: $*"; exit 64; }
-[ -d "$`+cli.variable+`" ] && printf 'home dir %s ready\n' "$`+cli.variable+`"
-exit 0
-`)
-	}
+	sb.bin(t, "codex", standIn(t, "device-login"))
+	sb.bin(t, "grok", standIn(t, "device-login"))
 	rec := newRecorder()
 	m := newManager(t, rec, Options{})
 	for i, key := range []string{"codex", "grok"} {
@@ -123,7 +102,8 @@ exit 0
 		}
 		op.Start(true)
 		evs := rec.waitFor(t, key+" exit", func(evs []event) bool { return exitOf(evs, op.Route()) != nil })
-		if out := text(evs, op.Route()); !strings.Contains(out, "home dir "+home+" ready") {
+		variable := map[string]string{"codex": "CODEX_HOME", "grok": "GROK_HOME"}[key]
+		if out := text(evs, op.Route()); !strings.Contains(out, variable+" is "+home) {
 			t.Errorf("%s (%d): output %q", key, i, out)
 		}
 		if e := exitOf(evs, op.Route()); e.code == nil || *e.code != 0 {
@@ -429,7 +409,7 @@ func TestStartFalseAbandonsTheSession(t *testing.T) {
 func TestCloseLeaseEndsItsSessionsOnly(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(t)
-	sb.bin(t, "claude", standInClaude)
+	sb.bin(t, "claude", standIn(t, "claude"))
 	rec := newRecorder()
 	m := newManager(t, rec, Options{})
 	a := openCat(t, m, sb, "duplex-route-1")

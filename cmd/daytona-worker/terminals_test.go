@@ -27,28 +27,23 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 )
 
-// standInClaude behaves like `claude setup-token` as far as the login flow
-// can tell: a URL, a prompt, the code read from the terminal, an exit code.
-const standInClaude = `#!/bin/sh
-[ "$1" = setup-token ] || { echo "unexpected arguments: $*"; exit 64; }
-printf 'size %s\n' "$(stty size)"
-printf 'Visit https://claude.ai/oauth/authorize?code=true&state=stand-in to authorize.\n'
-printf 'Paste code here if prompted > '
-IFS= read -r code
-printf '\342\202'
-sleep 0.1
-printf '\254 received [%s]\n' "$code"
-exit 7
-`
+// terminalLease starts an emulator and a worker, acquires a lease (the
+// config's extra members given) and installs the stand-in CLIs in it.
+func terminalLease(t *testing.T, extraConfig string) (*emulatorEnv, *host, lease) {
+	t.Helper()
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{})
+	l := h.acquire(leaseConfig(env, extraConfig))
+	installStandIns(t, env, l)
+	return env, h, l
+}
 
-// standInDeviceLogin is codex or grok: it proves its home variable points at
-// a directory that exists, then exits 0.
-func standInDeviceLogin(variable string) string {
-	return `#!/bin/sh
-[ "$*" = "login --device-auth" ] || { echo "unexpected arguments: $*"; exit 64; }
-[ -d "$` + variable + `" ] && printf '` + variable + ` is %s\n' "$` + variable + `"
-exit 0
-`
+// finishTerminals checks the terminal traffic, then destroys the leases and
+// shuts the worker down (see finish).
+func (h *host) finishTerminals(t *testing.T, env *emulatorEnv, leases ...lease) {
+	t.Helper()
+	h.checkTerminals(t)
+	finish(t, h, env, leases...)
 }
 
 // installStandIns puts the stand-in CLIs on the login shell's PATH in the
@@ -62,9 +57,11 @@ func installStandIns(t *testing.T, env *emulatorEnv, l lease) {
 		require.NoError(t, os.WriteFile(p, []byte(content), mode))
 	}
 	write(".bash_profile", `export PATH="$HOME/bin:$PATH"`+"\n", 0o644)
-	write("bin/claude", standInClaude, 0o755)
-	write("bin/codex", standInDeviceLogin("CODEX_HOME"), 0o755)
-	write("bin/grok", standInDeviceLogin("GROK_HOME"), 0o755)
+	for bin, standIn := range map[string]string{"claude": "claude", "codex": "device-login", "grok": "device-login"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "testdata", "standins", standIn))
+		require.NoError(t, err)
+		write("bin/"+bin, string(b), 0o755)
+	}
 }
 
 // newSessionHome is a login session home, removed with its parent (when
@@ -95,10 +92,7 @@ func errCode(r reply) string {
 
 func TestLoginPtyDrivesAStandInClaude(t *testing.T) {
 	t.Parallel()
-	env := startEmulator(t, emulator.Options{})
-	h := startHost(t, hostOptions{})
-	l := h.acquire(leaseConfig(env, ""))
-	installStandIns(t, env, l)
+	env, h, l := terminalLease(t, "")
 	r, rep := h.openLogin(l, "claude", newSessionHome(t))
 	require.Nil(t, rep.Error, "open: %v", rep.Error)
 	assert.Regexp(t, `^pty-[0-9a-f-]{36}$`, r.sid)
@@ -123,16 +117,12 @@ func TestLoginPtyDrivesAStandInClaude(t *testing.T) {
 	assert.Nil(t, r.stop().Error)
 	h.closeLogin(r)
 	h.closeLogin(r)
-	h.checkTerminals(t)
-	finish(t, h, env, l)
+	h.finishTerminals(t, env, l)
 }
 
 func TestLoginPtyCreatesCodexAndGrokHomes(t *testing.T) {
 	t.Parallel()
-	env := startEmulator(t, emulator.Options{})
-	h := startHost(t, hostOptions{})
-	l := h.acquire(leaseConfig(env, ""))
-	installStandIns(t, env, l)
+	env, h, l := terminalLease(t, "")
 	for _, c := range []struct{ key, variable string }{{"codex", "CODEX_HOME"}, {"grok", "GROK_HOME"}} {
 		home := newSessionHome(t)
 		execs := requestCount(env, routeExecute)
@@ -148,15 +138,12 @@ func TestLoginPtyCreatesCodexAndGrokHomes(t *testing.T) {
 		assert.True(t, fi.IsDir())
 		h.closeLogin(r)
 	}
-	h.checkTerminals(t)
-	finish(t, h, env, l)
+	h.finishTerminals(t, env, l)
 }
 
 func TestTerminalsRefuseBadInput(t *testing.T) {
 	t.Parallel()
-	env := startEmulator(t, emulator.Options{})
-	h := startHost(t, hostOptions{})
-	l := h.acquire(leaseConfig(env, ""))
+	env, h, l := terminalLease(t, "")
 	before := requestCount(env, "POST /toolbox/{sandboxId}/process/pty")
 
 	_, rep := h.openLogin(l, "gemini", newSessionHome(t))
@@ -213,17 +200,14 @@ func TestTerminalsRefuseBadInput(t *testing.T) {
 	assert.Equal(t, "ok!", string(r.bytes()))
 	h.closeDuplex(r)
 	h.closeDuplex(other)
-	h.checkTerminals(t)
-	finish(t, h, env, l)
+	h.finishTerminals(t, env, l)
 }
 
 // Not parallel: ten megabytes through a terminal are thousands of 4 KiB
 // round trips through the terminal driver, and under the race detector they
 // would crowd out tests that wait on the clock.
 func TestDuplexEchoesTenMegabytesThroughCat(t *testing.T) {
-	env := startEmulator(t, emulator.Options{})
-	h := startHost(t, hostOptions{})
-	l := h.acquire(leaseConfig(env, ""))
+	env, h, l := terminalLease(t, "")
 	r, rep := h.openDuplex(l, "cat")
 	require.Nil(t, rep.Error)
 	assert.Regexp(t, `^duplex-[0-9a-f-]{36}$`, r.sid)
@@ -254,16 +238,12 @@ func TestDuplexEchoesTenMegabytesThroughCat(t *testing.T) {
 	t.Logf("10 MiB came back in %d notifications", r.chunks)
 	h.mu.Unlock()
 	h.closeDuplex(r)
-	h.checkTerminals(t)
-	finish(t, h, env, l)
+	h.finishTerminals(t, env, l)
 }
 
 func TestStopAndCloseInEveryOrder(t *testing.T) {
 	t.Parallel()
-	env := startEmulator(t, emulator.Options{})
-	h := startHost(t, hostOptions{})
-	l := h.acquire(leaseConfig(env, ""))
-	installStandIns(t, env, l)
+	env, h, l := terminalLease(t, "")
 
 	stopReq := func(r *duplexRoute) request {
 		return request{method: "duplexChannelStop", params: map[string]any{"hostRouteId": r.id, "workerSessionId": r.sid}}
@@ -337,16 +317,12 @@ func TestStopAndCloseInEveryOrder(t *testing.T) {
 
 	assert.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }),
 		"every PTY is gone: %d left", sandboxView(t, env, l.id).PTYs)
-	h.checkTerminals(t)
-	finish(t, h, env, l)
+	h.finishTerminals(t, env, l)
 }
 
 func TestReleaseClosesTheLeaseTerminals(t *testing.T) {
 	t.Parallel()
-	env := startEmulator(t, emulator.Options{})
-	h := startHost(t, hostOptions{})
-	l := h.acquire(leaseConfig(env, ""))
-	installStandIns(t, env, l)
+	env, h, l := terminalLease(t, "")
 	other := h.acquire(leaseConfig(env, ""))
 
 	d, rep := h.openDuplex(l, "cat")
@@ -439,16 +415,12 @@ func TestTerminalsOpenAfterAWorkerRestart(t *testing.T) {
 		errMessage(h.call("loginPtyOpen", wrong, newInvocation()).wait()))
 	h.closeDuplex(r)
 	h.closeLogin(lg)
-	h.checkTerminals(t)
-	finish(t, h, env, l)
+	h.finishTerminals(t, env, l)
 }
 
 func TestShutdownEndsEveryTerminal(t *testing.T) {
 	t.Parallel()
-	env := startEmulator(t, emulator.Options{})
-	h := startHost(t, hostOptions{})
-	l := h.acquire(leaseConfig(env, ""))
-	installStandIns(t, env, l)
+	env, h, l := terminalLease(t, "")
 	token := uniqueSleep(300)
 	_, rep := h.openDuplex(l, "sleep", token)
 	require.Nil(t, rep.Error)
@@ -490,10 +462,7 @@ func TestEveryTeardownEndsTheLeaseTerminals(t *testing.T) {
 	for _, how := range []string{"stop", "destroy", "release-cancelling", "resume-after-autostop"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			env := startEmulator(t, emulator.Options{})
-			h := startHost(t, hostOptions{})
-			l := h.acquire(leaseConfig(env, `,"reuseLease":true`))
-			installStandIns(t, env, l)
+			env, h, l := terminalLease(t, `,"reuseLease":true`)
 			d, rep := h.openDuplex(l, "cat")
 			require.Nil(t, rep.Error)
 			lg, rep := h.openLogin(l, "claude", newSessionHome(t))
@@ -614,8 +583,7 @@ func TestAHostThatStopsReadingHoldsTheWorkerToItsBound(t *testing.T) {
 	t.Logf("received %d of %d bytes, exit %v, transport closed %v", got, size, code, transportClosed)
 	assert.True(t, transportClosed || (code != nil && *code == 0 && got == size), "either every byte or a transport close")
 	h.closeDuplex(r)
-	h.checkTerminals(t)
-	finish(t, h, env, l)
+	h.finishTerminals(t, env, l)
 }
 
 // asleep reports whether every listed process sleeps.
