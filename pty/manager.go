@@ -496,7 +496,9 @@ func (s *session) end(ctx context.Context) {
 		wait = min(wait, time.Until(d))
 	}
 	waitOrTimeout(term.done(), wait)
-	term.disconnect()
+	// Closing the socket waits for its reader, which waits for the host to
+	// take what it already read: not something a teardown should wait on.
+	s.m.background(func(context.Context) { term.disconnect() })
 }
 
 func waitOrTimeout(ch <-chan struct{}, d time.Duration) {
