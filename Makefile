@@ -36,7 +36,7 @@ bench:
 	DAYTONA_BENCH_LOG_FRAME=65536 $(GO) test -run '^$$' -bench 'ExecuteRelay$$' -benchtime 3x ./cmd/daytona-worker/
 	DAYTONA_BENCH_RELAY_OUTPUT=control DAYTONA_BENCH_RELAY_MB=20 $(GO) test -run '^$$' -bench 'ExecuteRelay$$' -benchtime 2x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'DuplexRoundTrip' -benchtime 300x ./cmd/daytona-worker/
-	$(GO) test -run '^$$' -bench 'DuplexEcho|DuplexOutput' -benchtime 3x ./cmd/daytona-worker/
+	$(GO) test -run '^$$' -bench 'DuplexEcho' -benchtime 3x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'SyncTree|SyncFile' -benchtime 1x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'PackTree|ExtractTree' -benchtime 3x ./sync/
 	$(GO) test -run '^$$' -bench . -benchmem ./daytona/ ./daytona/emulator/
