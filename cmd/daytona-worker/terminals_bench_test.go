@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -104,43 +108,173 @@ func (d *directEcho) echo(b *testing.B, p []byte) {
 	d.waitFor(b, func() bool { return d.got >= want })
 }
 
+// rawDuplex is a duplex channel driven over the worker's pipes with as
+// little host machinery as there can be: request lines written as they
+// are, output lines scanned rather than parsed.
+type rawDuplex struct {
+	p        *benchProc
+	sid      string
+	writeFor map[string][]byte // write line by message, for round trips
+}
+
+func openRawDuplex(b *testing.B, env *emulatorEnv, args ...string) *rawDuplex {
+	b.Helper()
+	p := startBenchWorker(b)
+	p.initialize(b)
+	call := func(line string) map[string]any {
+		if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			raw, err := p.out.ReadBytes('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			var m map[string]any
+			if json.Unmarshal(raw, &m) == nil && m["id"] != nil {
+				if m["error"] != nil {
+					b.Fatalf("%s: %v", line, m["error"])
+				}
+				res, _ := m["result"].(map[string]any)
+				return res
+			}
+		}
+	}
+	base := fmt.Sprintf(`"driverKey":"daytona","companyId":"c-1","environmentId":"env-1","config":%s`, leaseConfig(env, ""))
+	lease := call(`{"jsonrpc":"2.0","id":"a","method":"environmentAcquireLease","params":{` + base + `,"runId":"r"}}`)
+	id, _ := lease["providerLeaseId"].(string)
+	open := call(`{"jsonrpc":"2.0","id":"o","method":"duplexChannelOpen","params":{"hostRouteId":"duplex-route-1","driverKey":"daytona","companyId":"c-1","environmentId":"env-1","providerLeaseId":"` + id + `","command":["cat"]}}`)
+	d := &rawDuplex{p: p, writeFor: map[string][]byte{}}
+	d.sid, _ = open["workerSessionId"].(string)
+	b.Cleanup(func() {
+		call(`{"jsonrpc":"2.0","id":"c","method":"duplexChannelClose","params":{"hostRouteId":"duplex-route-1"}}`)
+		call(`{"jsonrpc":"2.0","id":"d","method":"environmentDestroyLease","params":{` + base + `,"providerLeaseId":"` + id + `"}}`)
+		p.stop()
+	})
+	return d
+}
+
+// writeLine is a duplexChannelWrite of msg (its id never changes: replies
+// are only counted).
+func (d *rawDuplex) writeLine(msg []byte) []byte {
+	return []byte(`{"jsonrpc":"2.0","id":"w","method":"duplexChannelWrite","params":{"hostRouteId":"duplex-route-1","workerSessionId":"` +
+		d.sid + `","data":"` + base64.StdEncoding.EncodeToString(msg) + `"}}` + "\n")
+}
+
+var (
+	writeReply = []byte(`{"jsonrpc":"2.0","id":"w",`)
+	chunkKey   = []byte(`"chunk":"`)
+)
+
+// roundTrip writes msg and waits for its echo.
+func (d *rawDuplex) roundTrip(b *testing.B, msg []byte) {
+	line := d.writeFor[string(msg)]
+	if line == nil {
+		line = d.writeLine(msg)
+		d.writeFor[string(msg)] = line
+	}
+	want := append(append([]byte(nil), chunkKey...), base64.StdEncoding.EncodeToString(msg)...)
+	if _, err := d.p.stdin.Write(line); err != nil {
+		b.Fatal(err)
+	}
+	for {
+		out, err := d.p.out.ReadSlice('\n')
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bytes.Contains(out, want) {
+			return
+		}
+	}
+}
+
+// echo writes payload in 64 KiB writes, keeping at most the host's 393,216
+// bytes of writes unanswered, while a reader decodes the echo; it returns
+// what came back.
+func (d *rawDuplex) echo(b *testing.B, payload []byte) []byte {
+	const piece = 64 << 10
+	answered := make(chan int, len(payload)/piece+1)
+	got := make(chan []byte, 1)
+	go func() {
+		var back []byte
+		buf := make([]byte, base64.StdEncoding.DecodedLen(duplexPiece*2))
+		for len(back) < len(payload) {
+			line, err := d.p.out.ReadSlice('\n')
+			if err != nil {
+				break
+			}
+			if bytes.HasPrefix(line, writeReply) {
+				answered <- 1
+				continue
+			}
+			i := bytes.Index(line, chunkKey)
+			if i < 0 {
+				continue
+			}
+			enc := line[i+len(chunkKey):]
+			enc = enc[:bytes.IndexByte(enc, '"')]
+			n, err := base64.StdEncoding.Decode(buf, enc)
+			if err != nil {
+				break
+			}
+			back = append(back, buf[:n]...)
+		}
+		got <- back
+	}()
+	pending := 0
+	for off := 0; off < len(payload); off += piece {
+		msg := payload[off:min(len(payload), off+piece)]
+		for pending+len(msg) > hostMaxDuplexPendingBytes {
+			<-answered
+			pending -= piece
+		}
+		if _, err := d.p.stdin.Write(d.writeLine(msg)); err != nil {
+			b.Fatal(err)
+		}
+		pending += len(msg)
+	}
+	return <-got
+}
+
+const duplexPiece = 192 << 10 // the worker's largest data chunk
+
 // BenchmarkDuplexRoundTrip measures one small write's way to cat and back
-// through the worker (duplexChannelWrite → PTY → duplexChannel.data), and
-// the same round trip made directly with our Daytona client, alternated so
-// both see the same machine. Run it with a fixed count, e.g. -benchtime 300x.
+// through the worker (duplexChannelWrite → PTY → duplexChannel.data), with
+// a host that only writes a fixed line and scans for the echo, and the same
+// round trip made directly with our Daytona client, alternated so both see
+// the same machine. Run it with a fixed count, e.g. -benchtime 300x.
 func BenchmarkDuplexRoundTrip(b *testing.B) {
 	env := benchEmulator(b, emulator.Options{})
-	h := startHost(b, hostOptions{args: workerProfileArgs(0)})
-	l := h.acquire(leaseConfig(env, ""))
-	defer h.shutdown()
-	r, rep := h.openDuplex(l, "cat")
-	if rep.Error != nil {
-		b.Fatal(rep.Error)
-	}
-	direct := openDirectEcho(b, directToolbox(b, env, l.id))
 	msg := bytes.Repeat([]byte("x"), 64)
-	var viaWorker, viaDirect []time.Duration
+	viaWorker := openRawDuplex(b, env)
+	dsb, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sbx, err := dsb.CreateAndWait(context.Background(), daytona.CreateParams{}, time.Minute)
+	if err != nil {
+		b.Fatal(err)
+	}
+	direct := openDirectEcho(b, dsb.Toolbox(sbx))
+	var worker, directTimes []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		got := len(r.bytes())
 		start := time.Now()
-		r.write(msg)
-		r.waitBytes(got + len(msg))
-		viaWorker = append(viaWorker, time.Since(start))
+		viaWorker.roundTrip(b, msg)
+		worker = append(worker, time.Since(start))
 		b.StopTimer()
 		start = time.Now()
 		direct.echo(b, msg)
-		viaDirect = append(viaDirect, time.Since(start))
+		directTimes = append(directTimes, time.Since(start))
 		b.StartTimer()
 	}
 	b.StopTimer()
-	h.closeDuplex(r)
-	sort.Slice(viaWorker, func(i, j int) bool { return viaWorker[i] < viaWorker[j] })
-	sort.Slice(viaDirect, func(i, j int) bool { return viaDirect[i] < viaDirect[j] })
-	b.ReportMetric(ms(percentile(viaWorker, 0.5)), "ms-p50")
-	b.ReportMetric(ms(percentile(viaWorker, 0.99)), "ms-p99")
-	b.ReportMetric(ms(percentile(viaDirect, 0.5)), "ms-p50-direct")
-	b.ReportMetric(ms(percentile(viaDirect, 0.99)), "ms-p99-direct")
+	sort.Slice(worker, func(i, j int) bool { return worker[i] < worker[j] })
+	sort.Slice(directTimes, func(i, j int) bool { return directTimes[i] < directTimes[j] })
+	b.ReportMetric(ms(percentile(worker, 0.5)), "ms-p50")
+	b.ReportMetric(ms(percentile(worker, 0.99)), "ms-p99")
+	b.ReportMetric(ms(percentile(directTimes, 0.5)), "ms-p50-direct")
+	b.ReportMetric(ms(percentile(directTimes, 0.99)), "ms-p99-direct")
 }
 
 // duplexBenchBytes is the payload of the throughput benchmarks:
@@ -158,10 +292,11 @@ func duplexBenchBytes(b *testing.B) int {
 }
 
 // BenchmarkDuplexEcho measures throughput both ways: random bytes written
-// through the worker to cat and read back, every byte checked, in writes
-// of 64 KiB (six fit the host's pending-write bound, so they pipeline). It reports the worker's
-// peak RSS (a fresh worker per iteration) and, for reference, the same echo
-// made directly with our client (what the PTY path itself allows).
+// through the worker to cat and read back, every byte checked, in 64 KiB
+// writes with at most the host's pending-write bound unanswered, by a host
+// that scans lines rather than parsing them. It reports the worker's peak
+// RSS (a fresh worker per iteration) and, for reference, the same echo made
+// directly with our client (what the PTY path itself allows).
 func BenchmarkDuplexEcho(b *testing.B) {
 	size := duplexBenchBytes(b)
 	payload := make([]byte, size)
@@ -176,35 +311,33 @@ func BenchmarkDuplexEcho(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		h := startHost(b, hostOptions{args: workerProfileArgs(i)})
-		l := h.acquire(leaseConfig(env, ""))
-		r, rep := h.openDuplex(l, "cat")
-		if rep.Error != nil {
-			b.Fatal(rep.Error)
-		}
-		cpu0 := procCPU(b, h.pid)
+		d := openRawDuplex(b, env)
+		pid := d.p.cmd.Process.Pid
+		cpu0 := procCPU(b, pid)
 		b.StartTimer()
 		start := time.Now()
-		for off := 0; off < size; off += 64 << 10 {
-			r.write(payload[off:min(size, off+64<<10)])
-		}
-		r.waitBytes(size)
+		back := d.echo(b, payload)
 		elapsed += time.Since(start)
 		b.StopTimer()
-		workerCPU += procCPU(b, h.pid) - cpu0
-		if !bytes.Equal(r.bytes(), payload) {
-			b.Fatal("the echo differs")
+		workerCPU += procCPU(b, pid) - cpu0
+		if !bytes.Equal(back, payload) {
+			b.Fatalf("the echo differs (%d bytes back of %d)", len(back), len(payload))
 		}
-		hwm, _ := procMemory(b, h.pid)
+		hwm, _ := procMemory(b, pid)
 		peak = max(peak, hwm)
-		h.closeDuplex(r)
 
-		direct := openDirectEcho(b, directToolbox(b, env, l.id))
+		c, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sbx, err := c.CreateAndWait(context.Background(), daytona.CreateParams{}, time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		direct := openDirectEcho(b, c.Toolbox(sbx))
 		start = time.Now()
 		direct.echo(b, payload)
 		directElapsed += time.Since(start)
-		h.destroy(l)
-		h.shutdown()
 		b.StartTimer()
 	}
 	b.StopTimer()
