@@ -199,7 +199,11 @@ func (t *Toolbox) Execute(ctx context.Context, req ExecuteRequest) (*ExecuteResp
 	if secs > 0 && !math.IsInf(secs, 0) {
 		body.Timeout = json.Number(jsNumberText(secs))
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, SecondsDuration(secs)+execTimeoutSlack)
+		d := SecondsDuration(secs)
+		if d < math.MaxInt64-execTimeoutSlack {
+			d += execTimeoutSlack
+		}
+		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	// Old daemons send "code" instead of "exitCode"; an absent code is 0

@@ -206,23 +206,46 @@ func (a *acquisition) createFailed(bctx context.Context, cause error) error {
 	}
 	cctx, cancel := a.cleanupContext()
 	defer cancel()
-	sbx, gerr := a.client.Get(cctx, a.name)
+	switch found, outcome := removeUncertainCreate(cctx, a.client, a.name, a.attempt); outcome {
+	case createRemoved, createNotOurs:
+		return err
+	case createDeleteFailed:
+		return a.envelope(err, a.name, found)
+	default:
+		return a.envelope(err, a.name, "")
+	}
+}
+
+// uncertainCreate is what removeUncertainCreate found.
+type uncertainCreate int
+
+const (
+	// createUnknown: nothing under the name yet, or the lookup failed. Not
+	// there yet is no proof it never will be: the request may still be in
+	// flight at the provider.
+	createUnknown      uncertainCreate = iota
+	createRemoved                      // found with the attempt's label, and deleted
+	createNotOurs                      // a sandbox of that name without the attempt's label: left alone
+	createDeleteFailed                 // found, but the delete failed
+)
+
+// removeUncertainCreate looks for the sandbox a create whose outcome is
+// unknown may have made, by the attempt's name, and deletes it when its
+// label proves it is the attempt's. It returns the sandbox id it found.
+func removeUncertainCreate(ctx context.Context, client *daytona.Client, name, attempt string) (string, uncertainCreate) {
+	sbx, err := client.Get(ctx, name)
 	switch {
-	case errors.Is(gerr, daytona.ErrNotFound):
-		// Not there yet is not proof it never will be: the request may
-		// still be in flight at the provider.
-		return a.envelope(err, a.name, "")
-	case gerr != nil:
-		return a.envelope(err, a.name, "")
-	case sbx.Labels[labelCreateAttempt] != a.attempt:
+	case err != nil:
+		return "", createUnknown
+	case sbx.Labels[labelCreateAttempt] != attempt:
 		// Someone else's sandbox under our name cannot happen with a fresh
 		// uuid; never delete what is not provably ours.
-		return err
+		return sbx.ID, createNotOurs
 	}
-	if derr := deleteSandbox(cctx, a.client, sbx.ID, false, cleanupGrace); derr != nil {
-		return a.envelope(err, a.name, sbx.ID)
+	if err := deleteSandbox(ctx, client, sbx.ID, false, cleanupGrace); err != nil {
+		return sbx.ID, createDeleteFailed
 	}
-	return err
+	return sbx.ID, createRemoved
 }
 
 // definitelyNotCreated reports a create failure that proves no sandbox

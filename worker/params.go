@@ -51,12 +51,18 @@ func jsonKind(goKind string) string {
 // does with each member; what the plugin would throw on is answered with
 // -32602 (see differences.txt, wrong-param-types).
 
-// paramsObject decodes a driver method's params, which must be an object:
-// the plugin's first member read throws on anything else.
+// paramsObject decodes a driver method's params. The plugin reads their
+// members at once: that throws when params is absent or null, while a
+// string, a number or an array simply has none of the members it reads, so
+// it reads as an empty object.
 func paramsObject(method string, raw json.RawMessage) (map[string]json.RawMessage, error) {
 	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
+	switch jsonKindOf(trimmed) {
+	case "", "null":
 		return nil, protocol.InvalidParams(method, errors.New("params must be an object"))
+	case "object":
+	default:
+		return map[string]json.RawMessage{}, nil
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &obj); err != nil {

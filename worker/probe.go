@@ -10,6 +10,9 @@ import (
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
+// probeNamePrefix names a probe's sandbox after its attempt.
+const probeNamePrefix = "paperclip-probe-"
+
 // probe creates a throw-away sandbox to prove the configuration works. It
 // never fails as an RPC error: failures are ok:false with the message.
 func (w *Worker) probe(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -41,11 +44,23 @@ func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg Drive
 	}
 	timeout := daytona.SecondsDuration(jsTimeoutSeconds(cfg.TimeoutMs))
 	secs := jsTimeoutSeconds(cfg.TimeoutMs)
-	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID, reuseLease: cfg.ReuseLease, purpose: "probe"})
+	// The plugin's probe creates with the same labels as a lease, without a
+	// purpose. Unlike it, the probe's sandbox has a name of its own and the
+	// attempt's label, so one whose create times out is found and deleted.
+	attempt := w.newID()
+	name := probeNamePrefix + attempt
+	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID, reuseLease: cfg.ReuseLease, attemptID: attempt})
 	bctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	sbx, err := client.Create(bctx, createParams(cfg, "paperclip-probe-"+w.newID(), labels))
+	sbx, err := client.Create(bctx, createParams(cfg, name, labels))
 	if err != nil {
+		if !definitelyNotCreated(err) {
+			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupGrace)
+			defer ccancel()
+			if found, outcome := removeUncertainCreate(cctx, client, name, attempt); outcome != createRemoved {
+				w.log.Warn().Str("name", name).Str("sandbox", found).Msg("the probe's create failed and its sandbox could not be confirmed deleted")
+			}
+		}
 		return nil, createError(err, errors.Is(bctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil, cfg)
 	}
 	defer func() {

@@ -247,12 +247,16 @@ func (w *Worker) initialize(ctx context.Context, raw json.RawMessage) (any, erro
 
 // decodeParams decodes params into v. The environment driver methods read
 // members of their params at once, which throws in the plugin when params
-// is absent, null or not an object: invalid params here. The runtime's own
+// is absent or null: invalid params here; params of another kind (a string,
+// a number) have none of those members and decode as {}. The runtime's own
 // methods treat absent or null params as {}.
 func decodeParams(method string, raw json.RawMessage, v any) error {
 	if strings.HasPrefix(method, "environment") {
 		if _, err := paramsObject(method, raw); err != nil {
 			return err
+		}
+		if jsonKindOf(raw) != "object" {
+			return nil // members of a string, number or array read as undefined
 		}
 	}
 	if len(raw) == 0 || string(raw) == "null" {
