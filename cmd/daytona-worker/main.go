@@ -125,6 +125,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer rec.Close()
+		// The host never sends the environment's key, but errors could echo it.
+		rec.AddSecret(os.Getenv("DAYTONA_API_KEY"))
 		opts.Tap = func(dir rpc.Direction, line []byte) { rec.Record(dir == rpc.FromHost, line) }
 	}
 

@@ -3,6 +3,8 @@ package transcript
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -112,4 +114,61 @@ func TestParseAndWriteRoundTrip(t *testing.T) {
 	assert.ErrorContains(t, err, "exactly one")
 	_, err = Parse(strings.NewReader(`{"hots":{}}`))
 	assert.ErrorContains(t, err, "line 1")
+}
+
+// A recording holds no secret, whatever the host sends: a line that does
+// not parse is not written (only its size), a key seen once under a secret
+// name is redacted wherever it appears again (an error that echoes it, an
+// argument), the environment's key too, and URLs lose their user info,
+// query values and fragment (config.apiUrl and the normalizedConfig the
+// worker echoes).
+func TestRecordingHoldsNoSecret(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "rec.jsonl")
+	rec, err := OpenRecorder(path)
+	require.NoError(t, err)
+	const (
+		key    = "dtn_live_key_0123456789"
+		envKey = "dtn_env_key_9876543210"
+	)
+	rec.AddSecret(envKey)
+	lines := []struct {
+		fromHost bool
+		line     string
+	}{
+		{true, `{"jsonrpc":"2.0","id":1,"method":"environmentAcquireLease","params":{"config":{"apiKey":"` + key + `"` /* cut short */},
+		{true, `{"jsonrpc":"2.0","id":2,"method":"environmentValidateConfig","params":{"config":{"apiKey":"` + key + `","apiUrl":"https://user:pa55word@daytona.example/api?token=t0ken-value&x=1#frag-secret"}}}`},
+		{false, `{"jsonrpc":"2.0","id":2,"result":{"ok":true,"normalizedConfig":{"apiKey":"` + key + `","apiUrl":"https://user:pa55word@daytona.example/api?token=t0ken-value&x=1#frag-secret"}}}`},
+		{false, `{"jsonrpc":"2.0","id":3,"error":{"code":-32002,"message":"the server said: bad key ` + key + `"}}`},
+		{true, `{"jsonrpc":"2.0","id":4,"method":"environmentExecute","params":{"command":"curl","args":["-H","Authorization: Bearer ` + envKey + `","see http://u:p@h/x?sig=abc"]}}`},
+	}
+	for _, l := range lines {
+		rec.Record(l.fromHost, []byte(l.line))
+	}
+	require.NoError(t, rec.Close())
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	out := string(data)
+	for _, secret := range []string{key, envKey, "pa55word", "user:", "t0ken-value", "frag-secret", "sig=abc", "u:p@"} {
+		assert.NotContains(t, out, secret)
+	}
+	assert.Contains(t, out, `{"host_raw":"<redacted: 113 bytes that are not JSON>"}`)
+	assert.Contains(t, out, `https://<redacted>@daytona.example/api?token=<redacted>&x=<redacted>#<redacted>`)
+	assert.Contains(t, out, `"message":"the server said: bad key <redacted>"`)
+	steps, err := Parse(strings.NewReader(out))
+	require.NoError(t, err, "the recording is a transcript")
+	assert.Len(t, steps, len(lines))
+}
+
+func TestRedactURLs(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"http://127.0.0.1:3000/api":                 "http://127.0.0.1:3000/api",
+		"wss://h/x?token=a&b=c":                     "wss://h/x?token=<redacted>&b=<redacted>",
+		"see https://a:b@h:1/p#f and ftp://x@y/z?q": "see https://<redacted>@h:1/p#<redacted> and ftp://<redacted>@y/z?<redacted>",
+		`"http://h/?k=v", then`:                     `"http://h/?k=<redacted>", then`,
+		"no url here":                               "no url here",
+	} {
+		assert.Equal(t, want, RedactURLs(in), in)
+	}
 }
