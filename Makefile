@@ -29,7 +29,8 @@ test:
 
 ## bench: speed and memory measurements (numbers are kept in README.md)
 bench:
-	$(GO) test -run '^$$' -bench 'ColdStart|IdleRSS|HealthLatency' -benchtime 200x ./cmd/daytona-worker/
+	$(GO) test -run '^$$' -bench 'ColdStart|IdleRSS$$|HealthLatency' -benchtime 200x ./cmd/daytona-worker/
+	$(GO) test -run '^$$' -bench 'IdleRSSAfterBurst' -benchtime 1x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'HealthRoundTrips' -benchtime 200000x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'ExecuteOverhead' -benchtime 300x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'ExecuteRelay$$' -benchtime 3x ./cmd/daytona-worker/

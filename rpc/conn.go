@@ -75,6 +75,14 @@ type Options struct {
 	CancelWait time.Duration
 	// CallTimeout bounds worker→host calls. Default 30s, as in the SDK.
 	CallTimeout time.Duration
+	// IdleRelease runs once no request is in flight, IdleReleaseDelay after
+	// the last one was answered, when at least IdleReleaseBytes of output
+	// went out since it last ran: memory that a burst of large results left
+	// behind goes back to the system. Defaults: debug.FreeOSMemory, 8 MiB,
+	// one second.
+	IdleRelease      func()
+	IdleReleaseBytes int64
+	IdleReleaseDelay time.Duration
 }
 
 func (o *Options) setDefaults() {
@@ -120,6 +128,7 @@ type Conn struct {
 	serial   map[string][]*Request // per serial key: requests waiting behind the one running
 	stopped  chan struct{}         // closed once the shutdown reply is written
 	stopOnce sync.Once
+	idle     *idleRelease
 }
 
 // New creates a Conn reading requests from in and writing to out. If in is
@@ -131,7 +140,9 @@ func New(in io.Reader, out io.Writer, opts Options) *Conn {
 	if opts.Tap != nil {
 		tapOut = func(line []byte) { opts.Tap(FromWorker, line) }
 	}
+	c.idle = newIdleRelease(opts.IdleReleaseBytes, opts.IdleReleaseDelay, opts.IdleRelease)
 	c.out = newWriter(out, tapOut)
+	c.out.counted = c.idle.wrote
 	c.stream = newStream(in, c.out, c.log, opts.Tap)
 	return c
 }
@@ -144,6 +155,7 @@ func (c *Conn) Serve(ctx context.Context, h Handler) error {
 	c.handler = h
 	c.base, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer c.cancel()
+	defer c.idle.close()
 	jc := jsonrpc2.NewConn(c.base, c.stream, libraryHandler{c},
 		jsonrpc2.SetLogger(libraryLogger{c.log}))
 	c.jconn.Store(jc)
@@ -197,6 +209,7 @@ func (c *Conn) dispatch(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request
 	}
 	// Add under mu: once closing is set no handler may join the group.
 	c.inflight.Add(1)
+	c.idle.begin()
 	if key := c.serialKey(req); key != "" {
 		queue, running := c.serial[key]
 		c.serial[key] = append(queue, req)
@@ -209,6 +222,7 @@ func (c *Conn) dispatch(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request
 	c.mu.Unlock()
 	go func() {
 		defer c.inflight.Done()
+		defer c.idle.end()
 		c.serveOne(req)
 	}()
 }
@@ -236,6 +250,7 @@ func (c *Conn) serveSerial(key string) {
 		c.serial[key] = queue[1:]
 		c.mu.Unlock()
 		c.serveOne(req)
+		c.idle.end()
 		c.inflight.Done()
 	}
 }

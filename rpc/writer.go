@@ -24,6 +24,8 @@ type writer struct {
 	record func(line []byte) // optional; called with each complete line
 	recBuf bytes.Buffer
 	broken error // first write error; later writes fail fast
+	// counted, if set, is told how many bytes each message took.
+	counted func(n int)
 }
 
 const writeBufferSize = 64 << 10
@@ -40,10 +42,11 @@ func (w *writer) message(build func(out io.Writer) error) error {
 	if w.broken != nil {
 		return w.broken
 	}
-	var out io.Writer = w.bw
+	cw := &countingWriter{w: w.bw}
+	var out io.Writer = cw
 	if w.record != nil {
 		w.recBuf.Reset()
-		out = io.MultiWriter(w.bw, &w.recBuf)
+		out = io.MultiWriter(cw, &w.recBuf)
 	}
 	err := build(out)
 	if err == nil && w.record != nil {
@@ -57,6 +60,9 @@ func (w *writer) message(build func(out io.Writer) error) error {
 	if err == nil {
 		err = w.bw.Flush()
 	}
+	if w.counted != nil {
+		w.counted(cw.n + 1)
+	}
 	if err != nil {
 		// A half-written line cannot be taken back; the stream is unusable
 		// from here on, and the host will see the worker as broken.
@@ -64,6 +70,24 @@ func (w *writer) message(build func(out io.Writer) error) error {
 		return err
 	}
 	return nil
+}
+
+// countingWriter counts what goes through it.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
+}
+
+func (c *countingWriter) WriteString(s string) (int, error) {
+	n, err := io.WriteString(c.w, s)
+	c.n += n
+	return n, err
 }
 
 // writeValue writes v as JSON without HTML escaping (as JSON.stringify does).

@@ -472,3 +472,68 @@ func sampleHeapPeak(b *testing.B, path string) (stop func()) {
 		}
 	}
 }
+
+// BenchmarkIdleRSSAfterBurst sends 20 one-shot commands of 10 MB of output
+// each at once (DAYTONA_BENCH_IDLE_BURST_MB changes the size), then watches the idle
+// worker's RSS for 10 s. Once the last result is written the worker gives
+// the memory back (rpc's idle release), where the runtime alone would keep
+// it for minutes. Reported: the fresh worker's RSS, the peak, the RSS 10 s
+// after the burst and how long it took to fall within twice the fresh RSS.
+func BenchmarkIdleRSSAfterBurst(b *testing.B) {
+	const commands = 20
+	mb := 10
+	if v, err := strconv.Atoi(os.Getenv("DAYTONA_BENCH_IDLE_BURST_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	env := benchEmulator(b, emulator.Options{LogFrameSize: 64 << 10})
+	var fresh, peak, after, settle float64
+	never := false
+	for i := 0; i < b.N; i++ {
+		h := startHost(b, hostOptions{hashResults: true})
+		_, rss0 := procMemory(b, h.pid)
+		fresh = max(fresh, rss0)
+		l := h.acquire(leaseConfig(env, ""))
+		var reqs []request
+		invs := make([]string, commands)
+		for j := range commands {
+			invs[j] = newInvocation()
+			// One-shot, so that all twenty run (and their results are held)
+			// at once.
+			e := cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' 'a'", mb<<20)}, bypass: true}
+			reqs = append(reqs, request{method: "environmentExecute", params: h.executeParams(l, e), invocation: invs[j]})
+		}
+		for j, p := range h.send(reqs...) {
+			if r := h.decode(p.waitFor(10*time.Minute), invs[j]); r.Err != nil || r.exit() != "0" {
+				b.Fatalf("command %d: %v", j, r.Err)
+			}
+		}
+		end := time.Now()
+		hwm, _ := procMemory(b, h.pid)
+		peak = max(peak, hwm)
+		took := -1.0
+		var rss float64
+		for time.Since(end) < 10*time.Second {
+			_, rss = procMemory(b, h.pid)
+			if os.Getenv("DAYTONA_BENCH_IDLE_TRACE") != "" {
+				b.Logf("%5.2fs %6.1f MiB", time.Since(end).Seconds(), rss)
+			}
+			if took < 0 && rss <= 2*rss0 {
+				took = time.Since(end).Seconds()
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		after = max(after, rss)
+		never = never || took < 0
+		settle = max(settle, took)
+		h.destroy(l)
+		h.shutdown()
+	}
+	b.ReportMetric(fresh, "MiB-rss-fresh")
+	b.ReportMetric(peak, "MiB-peak-rss")
+	b.ReportMetric(after, "MiB-rss-idle-10s")
+	b.ReportMetric(after/fresh, "idle/fresh")
+	if never {
+		settle = -1 // some run stayed above twice the fresh RSS for 10 s
+	}
+	b.ReportMetric(settle, "s-to-2x-fresh")
+}
