@@ -13,12 +13,19 @@ import (
 var (
 	uuidPattern = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
 	isoPattern  = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
+	// The emulator's SSH and preview tokens: 32 random letters and digits.
+	tokenPattern = regexp.MustCompile(`\b[A-Za-z0-9]{32}\b`)
+	hex64Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	// A port in a loopback URL that is no side's emulator (a closed port the
 	// scenario chose) stays; the emulators' are replaced by name first.
 )
 
 // durationKeys hold timings, never equal between runs.
 var durationKeys = map[string]bool{"durationMs": true, "getDurationMs": true}
+
+// derivedKeys hold digests of a side's own ids (a runner ingress's
+// generation hashes the sandbox id), which differ whenever the ids do.
+var derivedKeys = map[string]bool{"generation": true}
 
 // replacer maps a side's own strings (its emulator URL, root folder, key)
 // to the variable names both sides share.
@@ -54,6 +61,7 @@ func (r *replacer) string(s string) string {
 	}
 	s = uuidPattern.ReplaceAllString(s, "<uuid>")
 	s = isoPattern.ReplaceAllString(s, "<iso8601>")
+	s = tokenPattern.ReplaceAllString(s, "<token>")
 	return s
 }
 
@@ -68,6 +76,10 @@ func (r *replacer) normalize(v any) any {
 					v[k] = "<ms>"
 					continue
 				}
+			}
+			if str, ok := x.(string); ok && derivedKeys[k] && hex64Pattern.MatchString(str) {
+				v[k] = "<hex64>"
+				continue
 			}
 			v[k] = r.normalize(x)
 		}
