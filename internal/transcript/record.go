@@ -2,6 +2,7 @@ package transcript
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
@@ -71,7 +72,11 @@ func (r *Recorder) Record(fromHost bool, line []byte) {
 	}
 	if v, err := decode(line); err == nil {
 		collectSecrets(v, r.addSecretLocked)
-		red, _ := EncodeOrdered(r.scrub(Redact(v)))
+		v = r.scrub(Redact(v))
+		if !fromHost {
+			generalizeParseError(v)
+		}
+		red, _ := EncodeOrdered(v)
 		fmt.Fprintf(&r.line, `{%q:%s}`+"\n", key, red)
 	} else {
 		// A line that does not parse cannot be redacted member by member,
@@ -81,6 +86,24 @@ func (r *Recorder) Record(fromHost bool, line []byte) {
 		fmt.Fprintf(&r.line, `{%q:%s}`+"\n", key+"_raw", raw)
 	}
 	_, r.err = r.f.Write(r.line.Bytes())
+}
+
+// generalizeParseError turns the message of a parse error reply into a
+// pattern: it describes the line that did not parse (a character of it, an
+// offset), which the recording does not keep, so a replay of the recording
+// gets another one.
+func generalizeParseError(v any) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	e, ok := m["error"].(map[string]any)
+	if !ok {
+		return
+	}
+	if code, ok := e["code"].(json.Number); ok && code.String() == "-32700" {
+		e["message"] = "<re:Parse error: .*>"
+	}
 }
 
 // collectSecrets calls add with every string under a secret-looking name.
