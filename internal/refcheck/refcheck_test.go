@@ -224,3 +224,26 @@ func TestSameWorkerOnBothSidesIsIdentical(t *testing.T) {
 		}
 	}
 }
+
+func TestOrderRepliesSortsOnlyReplies(t *testing.T) {
+	lines := [][]byte{
+		[]byte(`{"jsonrpc":"2.0","method":"log","params":{"message":"a"}}`),
+		[]byte(`{"jsonrpc":"2.0","id":42,"result":{"status":"ok"}}`),
+		[]byte(`{"jsonrpc":"2.0","method":"log","params":{"message":"b"}}`),
+		[]byte(`{"jsonrpc":"2.0","id":41,"result":{"status":"ok"}}`),
+		[]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`),
+	}
+	orderReplies(lines)
+	want := []string{
+		`{"jsonrpc":"2.0","method":"log","params":{"message":"a"}}`,
+		`{"jsonrpc":"2.0","id":41,"result":{"status":"ok"}}`,
+		`{"jsonrpc":"2.0","method":"log","params":{"message":"b"}}`,
+		`{"jsonrpc":"2.0","id":42,"result":{"status":"ok"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
+	}
+	got := make([]string, len(lines))
+	for i, b := range lines {
+		got[i] = string(b)
+	}
+	require.Equal(t, want, got)
+}

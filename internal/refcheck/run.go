@@ -172,6 +172,7 @@ func (p *player) step(ctx context.Context, st *Step) (*StepOutput, error) {
 			lines = p.proc.readN(st.Replies, timeout)
 		}
 		lines = append(lines, p.proc.readQuiet(p.opts.Quiet)...)
+		orderReplies(lines)
 		return p.finish(st, lines, len(lines)-1)
 	}
 	text, err := p.substitute(string(st.Host))
@@ -218,6 +219,36 @@ func (p *player) request(line []byte, timeout time.Duration) ([][]byte, int, err
 		return canonicalID(m.ID) == want && (m.Result != nil || m.Error != nil)
 	}, timeout)
 	return lines, idx, nil
+}
+
+// orderReplies sorts, in place, the replies among lines by their id,
+// leaving every other line where it is. Requests written together in one
+// raw line are served concurrently by both workers, so the order of their
+// replies is a race on either side, not a difference between them.
+func orderReplies(lines [][]byte) {
+	var at []int
+	var replies [][]byte
+	var keys []string
+	for i, b := range lines {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method *string         `json:"method"`
+		}
+		if json.Unmarshal(b, &m) != nil || m.Method != nil || len(m.ID) == 0 || string(m.ID) == "null" {
+			continue
+		}
+		at = append(at, i)
+		replies = append(replies, b)
+		keys = append(keys, canonicalID(m.ID))
+	}
+	idx := make([]int, len(replies))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return keys[idx[a]] < keys[idx[b]] })
+	for k, pos := range at {
+		lines[pos] = replies[idx[k]]
+	}
 }
 
 func canonicalID(raw json.RawMessage) string {
