@@ -496,3 +496,43 @@ func TestPTY(t *testing.T) {
 	})
 	require.Eventually(t, func() bool { return env.Server.LiveProcesses() == 0 }, 10*time.Second, 10*time.Millisecond)
 }
+
+// TestPTYKillRightAfterConnectedReachesTheClient: the daemon registers a
+// client before it sends "connected", so a kill that follows at once (a host
+// stopping a terminal it has just opened) closes that client with the exit
+// (1011, 137), never with a "not found" error and a dropped connection.
+func TestPTYKillRightAfterConnectedReachesTheClient(t *testing.T) {
+	t.Parallel()
+	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+	id := c.create(nil)["id"].(string)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	deleted := make(chan int, 2)
+	env.Server.SetAfterPtyConnected(func(sandboxID, ptyID string) {
+		// Runs on the server's side of the socket, after "connected" went
+		// out and before any output: the kill lands in that window.
+		r, err := c.req(ctx, "DELETE", env.ToolboxURL(sandboxID)+"/process/pty/"+ptyID, nil, nil)
+		if err != nil {
+			r.status = -1
+		}
+		deleted <- r.status
+	})
+	for _, tc := range []struct{ name, path string }{
+		{"create-connect", "/process/pty/create-connect?id=k1"},
+		{"connect to a started PTY", "/process/pty/k2/connect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name != "create-connect" {
+				require.Equal(t, 201, c.tb(id, "POST", "/process/pty", map[string]any{"id": "k2"}).status)
+			}
+			p := dialPty(t, c, c.wsURL(id, tc.path))
+			assert.JSONEq(t, `{"type":"control","status":"connected"}`, p.text[0])
+			assert.Equal(t, 200, <-deleted)
+			code, reason := closeReason(t, p.readToClose(ctx))
+			assert.Equal(t, websocket.StatusInternalError, code)
+			assert.Equal(t, map[string]any{"exitCode": float64(137), "exitReason": "SIGKILL"}, reason)
+			assert.Len(t, p.text, 1, "no error after connected: %q", p.text)
+		})
+	}
+	require.Eventually(t, func() bool { return env.Server.LiveProcesses() == 0 }, 10*time.Second, 10*time.Millisecond)
+}

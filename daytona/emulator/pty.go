@@ -413,22 +413,14 @@ func (s *Server) servePty(w http.ResponseWriter, r *http.Request, sb *sandbox, p
 		_ = conn.CloseNow() // the daemon drops the connection without a close frame
 	}
 	s.mu.Lock()
-	usable := pt != nil && !pt.exited && !pt.killed && sb.ptys[pt.id] == pt
-	s.mu.Unlock()
-	if !usable {
-		fail(fmt.Sprintf("Failed to connect to PTY session: PTY session %s not found", id))
-		return
-	}
-	if err := c.out.write(ctx, websocket.MessageText, []byte(`{"type":"control","status":"connected"}`)); err != nil {
-		_ = conn.CloseNow()
-		return
-	}
-	s.mu.Lock()
-	if pt.exited || pt.killed {
+	if pt == nil || pt.exited || pt.killed || sb.ptys[pt.id] != pt {
 		s.mu.Unlock()
 		fail(fmt.Sprintf("Failed to connect to PTY session: PTY session %s not found", id))
 		return
 	}
+	// Attached before it hears "connected", as with the daemon: a kill or
+	// an exit right after the client was told it is connected reaches it
+	// (its output waits in the queue until the writer starts).
 	pt.clients[c] = struct{}{}
 	if !pt.started {
 		if err := s.startPtyLocked(pt); err != nil {
@@ -440,8 +432,18 @@ func (s *Server) servePty(w http.ResponseWriter, r *http.Request, sb *sandbox, p
 			return
 		}
 	}
-	ptmx := pt.ptmx
+	ptmx, hook := pt.ptmx, s.afterPtyConnected
 	s.mu.Unlock()
+	if err := c.out.write(ctx, websocket.MessageText, []byte(`{"type":"control","status":"connected"}`)); err != nil {
+		s.mu.Lock()
+		delete(pt.clients, c)
+		s.mu.Unlock()
+		_ = conn.CloseNow()
+		return
+	}
+	if hook != nil {
+		hook(sb.id, pt.id)
+	}
 
 	writerDone := make(chan struct{})
 	go func() {

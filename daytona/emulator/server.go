@@ -47,6 +47,11 @@ type Server struct {
 
 	snapshotFaults []*snapshotFaultEntry
 	procs          map[*proc]struct{} // every live process, across sandboxes
+
+	// afterPtyConnected, when set (by tests only), runs once a PTY client
+	// has been sent "connected" and before its output starts to flow: the
+	// window where a kill or an exit must still reach that client.
+	afterPtyConnected func(sandboxID, ptyID string)
 }
 
 // ErrClosed is returned by operations on a closed Server.
