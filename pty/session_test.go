@@ -567,3 +567,50 @@ func TestClosedRoutesAreRememberedBoundedly(t *testing.T) {
 		t.Errorf("%d bound and %d other closed routes remembered, bound 2 each", n, other)
 	}
 }
+
+func TestLoginStopReportsTheExitAndCloseSilences(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(t)
+	sb.bin(t, "claude", standIn(t, "claude"))
+	rec := newRecorder()
+	m := newManager(t, rec, Options{})
+	open := func(route string) Route {
+		op, err := m.OpenLogin(t.Context(), sb.tb, LoginRequest{HostRouteID: route, ProviderLeaseID: sb.sb.ID, CommandKey: "claude", SessionHome: sessionHome(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		op.Start(true)
+		rt := op.Route()
+		rec.waitFor(t, "the prompt", func(evs []event) bool { return strings.Contains(text(evs, rt), "Paste code here") })
+		return rt
+	}
+
+	// Stop: the CLI is killed, its exit (137) reported; the route stays
+	// bound, and input is refused until the host closes it.
+	a := open("login-1")
+	if err := m.LoginStop(t.Context(), a.SessionID); err != nil {
+		t.Fatal(err)
+	}
+	evs := rec.waitFor(t, "the stopped exit", func(evs []event) bool { return exitOf(evs, a) != nil })
+	if e := exitOf(evs, a); e.code == nil || *e.code != 137 {
+		t.Errorf("exit after stop = %+v", e)
+	}
+	if err := m.LoginStop(t.Context(), a.SessionID); err != nil {
+		t.Errorf("a second stop: %v", err)
+	}
+	if err := m.LoginInput(t.Context(), a.SessionID, []byte("x\r")); !errors.Is(err, ErrEnded) {
+		t.Errorf("input after the exit: %v", err)
+	}
+	m.LoginClose(a.HostRouteID)
+
+	// Close while the CLI waits: it is killed and nothing more is emitted.
+	b := open("login-2")
+	m.LoginClose(b.HostRouteID)
+	waitUntil(t, "the closed login's process to end", func() bool { return sb.env.Server.LiveProcesses() == 0 })
+	if e := exitOf(rec.snapshot(), b); e != nil {
+		t.Errorf("an exit was emitted after the close: %+v", e)
+	}
+	if err := m.LoginInput(t.Context(), b.SessionID, []byte("x\r")); !errors.Is(err, ErrEnded) {
+		t.Errorf("input after the close: %v", err)
+	}
+}

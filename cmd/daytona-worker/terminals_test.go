@@ -319,6 +319,17 @@ func TestStopAndCloseInEveryOrder(t *testing.T) {
 	ps[0].wait()
 	ps[2].wait()
 
+	// Login stop alone: the CLI is killed and its exit (137) reported; the
+	// close afterwards is acknowledged as usual.
+	k, rep := h.openLogin(l, "claude", newSessionHome(t))
+	require.Nil(t, rep.Error)
+	k.waitText("Paste code here")
+	require.Nil(t, k.stop().Error)
+	loginCode := k.waitExit()
+	require.NotNil(t, loginCode, "a stopped login reports an exit code")
+	assert.Equal(t, 137, *loginCode)
+	h.closeLogin(k)
+
 	assert.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }),
 		"every PTY is gone: %d left", sandboxView(t, env, l.id).PTYs)
 	h.finishTerminals(t, env, l)
