@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -63,9 +64,21 @@ Environment:
 func main() {
 	// Keep the real stdout for the protocol and point os.Stdout at stderr, so
 	// a stray print anywhere in the process cannot corrupt the stream.
-	protocolOut := os.Stdout
+	stdout := os.Stdout
 	os.Stdout = os.Stderr
-	os.Exit(run(os.Args[1:], os.Stdin, protocolOut, os.Stderr))
+	var in io.Reader = os.Stdin
+	var out io.Writer = stdout
+	if f, ok := pollable(0, os.Stdin.Name()); ok {
+		in = f
+	}
+	if f, ok := pollable(1, stdout.Name()); ok {
+		out = f
+	}
+	code := run(os.Args[1:], in, out, os.Stderr)
+	// The original stdout shares its descriptor with out: it must not be
+	// collected, and the descriptor closed, before the end.
+	runtime.KeepAlive(stdout)
+	os.Exit(code)
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
