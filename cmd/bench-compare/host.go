@@ -58,13 +58,13 @@ type digest struct {
 	n int64
 }
 
-func (d *digest) write(seed maphash.Seed, s string) {
+func (d *digest) write(seed maphash.Seed, p []byte) {
 	if d.h == nil {
 		d.h = &maphash.Hash{}
 		d.h.SetSeed(seed)
 	}
-	_, _ = d.h.WriteString(s)
-	d.n += int64(len(s))
+	_, _ = d.h.Write(p)
+	d.n += int64(len(p))
 }
 
 func (d *digest) sum(seed maphash.Seed) uint64 {
@@ -125,6 +125,8 @@ func (h *host) read(stdout io.Reader) {
 	r.Hash = func(p []string) bool {
 		return len(p) == 2 && p[0] == "result" && (p[1] == "stdout" || p[1] == "stderr")
 	}
+	// Output chunks are digested as they come, from the reader's memory.
+	r.Raw = func(p []string) bool { return len(p) == 2 && p[0] == "params" && p[1] == "chunk" }
 	for {
 		v, err := r.Next()
 		if err != nil {
@@ -171,7 +173,7 @@ func (h *host) dispatch(v any) {
 	}
 	inv, _ := m["paperclipInvocationId"].(string)
 	params, _ := m["params"].(map[string]any)
-	chunk, _ := params["chunk"].(string)
+	chunk, _ := params["chunk"].(jsonstream.Bytes)
 	l := h.logs[inv]
 	if l == nil {
 		l = &streamLog{}

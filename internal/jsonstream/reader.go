@@ -29,8 +29,16 @@ type Reader struct {
 	Hash func(path []string) bool
 	// NewDigest makes the digest of a chosen string.
 	NewDigest func() hash.Hash64
-	str       bytes.Buffer // reused for decoding strings
+	// Raw chooses strings to decode into memory the Reader reuses: they
+	// come as Bytes, valid until the next call to Next, so that a host
+	// reading many output chunks allocates nothing per chunk.
+	Raw func(path []string) bool
+	str bytes.Buffer // reused for decoding strings
+	raw []byte       // Raw strings of the current message
 }
+
+// Bytes is a string the Reader decoded into reused memory (see Raw).
+type Bytes []byte
 
 // NewReader reads messages from br.
 func NewReader(br *bufio.Reader) *Reader { return &Reader{br: br} }
@@ -47,6 +55,7 @@ var ErrNotNDJSON = errors.New("message not terminated by a newline")
 
 // Next reads one message; the line must end right after the value.
 func (r *Reader) Next() (any, error) {
+	r.raw = r.raw[:0]
 	v, err := r.value(nil)
 	if err != nil {
 		return nil, err
@@ -148,6 +157,12 @@ func (r *Reader) value(path []string) (any, error) {
 				return nil, err
 			}
 			return Text{N: n, Sum: h.Sum64(), Head: head.buf.String()}, nil
+		}
+		if r.Raw != nil && r.Raw(path) {
+			w := appendWriter{b: &r.raw}
+			start := len(r.raw)
+			_, err := r.stringTo(w)
+			return Bytes(r.raw[start:len(r.raw):len(r.raw)]), err
 		}
 		r.str.Reset()
 		_, err := r.stringTo(&r.str)
@@ -286,6 +301,14 @@ func parseHex4(b []byte) (rune, bool) {
 		}
 	}
 	return v, true
+}
+
+// appendWriter appends to a slice.
+type appendWriter struct{ b *[]byte }
+
+func (w appendWriter) Write(p []byte) (int, error) {
+	*w.b = append(*w.b, p...)
+	return len(p), nil
 }
 
 type prefixWriter struct {

@@ -57,3 +57,18 @@ func TestReaderWantsOneValuePerLine(t *testing.T) {
 	_, err := r.Next()
 	assert.ErrorIs(t, err, ErrNotNDJSON)
 }
+
+func TestReaderHandsRawStringsInReusedMemory(t *testing.T) {
+	t.Parallel()
+	lines := `{"params":{"chunk":"a\u00e9\\n\"b","stream":"stdout"}}` + "\n" + `{"params":{"chunk":"second"}}` + "\n"
+	r := NewReader(bufio.NewReader(strings.NewReader(lines)))
+	r.Raw = func(p []string) bool { return strings.Join(p, ".") == "params.chunk" }
+	got, err := r.Next()
+	require.NoError(t, err)
+	params := got.(map[string]any)["params"].(map[string]any)
+	assert.Equal(t, Bytes("aé\\n\"b"), params["chunk"])
+	assert.Equal(t, "stdout", params["stream"], "strings not chosen are strings")
+	got, err = r.Next()
+	require.NoError(t, err)
+	assert.Equal(t, Bytes("second"), got.(map[string]any)["params"].(map[string]any)["chunk"])
+}
