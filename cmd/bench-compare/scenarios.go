@@ -435,6 +435,7 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	defer h.stop()
 	l := leases[0]
 	cpu0, _ := procCPU(h.pid)
+	faults0, _ := procFaults(h.pid)
 	start := time.Now()
 	r, err := h.call("environmentExecute", executeRequest(l, "inv-relay", "sh", "-c", out.script).params, "inv-relay", 20*time.Minute)
 	if err != nil {
@@ -442,6 +443,7 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	}
 	elapsed := r.at.Sub(start)
 	cpu1, _ := procCPU(h.pid)
+	faults1, _ := procFaults(h.pid)
 	peak, _, _ := procMemory(h.pid)
 	o := decodeExecute(r, b.seed)
 	if o.rpcErr != nil {
@@ -451,6 +453,7 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	mb := float64(out.size) / 1e6
 	b.t.add(scenario, "throughput", "MB/s", w.side, mb/elapsed.Seconds())
 	b.t.add(scenario, "worker CPU", "s", w.side, (cpu1 - cpu0).Seconds())
+	b.t.add(scenario, "worker page faults", "", w.side, faults1-faults0)
 	b.t.add(scenario, "peak RSS", "MiB", w.side, peak)
 	b.t.add(scenario, "result byte-exact", unitYesNo, w.side, boolNum(o.stdout == out.sum && o.stdoutLen == out.size))
 	b.t.add(scenario, "execute.log byte-exact", unitYesNo, w.side, boolNum(streamed.stdout.sum(b.seed) == out.sum && streamed.stdout.n == out.size))
