@@ -68,13 +68,19 @@ func main() {
 	os.Stdout = os.Stderr
 	var in io.Reader = os.Stdin
 	var out io.Writer = stdout
-	if f, ok := pollable(0, os.Stdin.Name()); ok {
+	var restores []func()
+	if f, restore, ok := pollable(0, os.Stdin.Name()); ok {
 		in = f
+		restores = append(restores, restore)
 	}
-	if f, ok := pollable(1, stdout.Name()); ok {
+	if f, restore, ok := pollable(1, stdout.Name()); ok {
 		out = f
+		restores = append(restores, restore)
 	}
 	code := run(os.Args[1:], in, out, os.Stderr)
+	for _, restore := range restores {
+		restore()
+	}
 	// The original stdout shares its descriptor with out: it must not be
 	// collected, and the descriptor closed, before the end.
 	runtime.KeepAlive(stdout)

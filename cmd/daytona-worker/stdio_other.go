@@ -5,4 +5,4 @@ package main
 import "os"
 
 // pollable is a Unix refinement (see stdio_unix.go).
-func pollable(int, string) (*os.File, bool) { return nil, false }
+func pollable(int, string) (*os.File, func(), bool) { return nil, nil, false }

@@ -24,7 +24,7 @@ func TestPollableReopensPipesOnly(t *testing.T) {
 	require.NoError(t, syscall.Pipe(fds[:]))
 	w := os.NewFile(uintptr(fds[1]), "w")
 	defer w.Close()
-	in, ok := pollable(fds[0], "r")
+	in, restore, ok := pollable(fds[0], "r")
 	require.True(t, ok)
 	defer in.Close()
 	require.NoError(t, in.SetReadDeadline(time.Now().Add(10*time.Millisecond)))
@@ -37,22 +37,42 @@ func TestPollableReopensPipesOnly(t *testing.T) {
 	n, err := in.Read(buf)
 	require.NoError(t, err)
 	assert.Equal(t, "x", string(buf[:n]))
+	restore()
+	nonblock, err := isNonblock(fds[0])
+	require.NoError(t, err)
+	assert.False(t, nonblock, "restore puts the pipe back in blocking mode")
+
+	// A pipe that is stderr too stays blocking: stderr is written without
+	// the poller.
+	var shared [2]int
+	require.NoError(t, syscall.Pipe(shared[:]))
+	sharedR, sharedW := os.NewFile(uintptr(shared[0]), "r"), os.NewFile(uintptr(shared[1]), "w")
+	defer sharedR.Close()
+	defer sharedW.Close()
+	errFd, err := syscall.Dup(shared[1])
+	require.NoError(t, err)
+	defer syscall.Close(errFd)
+	_, _, ok = pollableBeside(shared[1], "w", errFd)
+	assert.False(t, ok, "stdout that is also stderr keeps its blocking mode")
+	nonblock, err = isNonblock(shared[1])
+	require.NoError(t, err)
+	assert.False(t, nonblock)
 
 	ptmx, tty, err := pty.Open()
 	require.NoError(t, err)
 	defer ptmx.Close()
 	defer tty.Close()
 	ttyFd := int(tty.Fd()) // blocking from here on
-	_, ok = pollable(ttyFd, tty.Name())
+	_, _, ok = pollable(ttyFd, tty.Name())
 	assert.False(t, ok, "a terminal keeps its blocking mode")
-	nonblock, err := isNonblock(ttyFd)
+	nonblock, err = isNonblock(ttyFd)
 	require.NoError(t, err)
 	assert.False(t, nonblock, "the terminal's flags are untouched")
 
 	f, err := os.CreateTemp(t.TempDir(), "stdin")
 	require.NoError(t, err)
 	defer f.Close()
-	_, ok = pollable(int(f.Fd()), f.Name())
+	_, _, ok = pollable(int(f.Fd()), f.Name())
 	assert.False(t, ok, "a file keeps its blocking mode")
 }
 
