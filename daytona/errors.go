@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -155,11 +156,13 @@ func (e *APIError) Is(target error) bool {
 
 // transientWords is the host's transient classifier (host-runtime §6.3):
 // a message matching it is retried.
-var transientWords = regexp.MustCompile(`(?i)\b(timeout|timed out|rate limit|temporar|network|connection reset|service unavailable)\b`)
+var transientWords = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\b(timeout|timed out|rate limit|temporar|network|connection reset|service unavailable)\b`)
+})
 
 // HostTransient reports whether the host would retry an error with message
 // msg as transient.
-func HostTransient(msg string) bool { return transientWords.MatchString(msg) }
+func HostTransient(msg string) bool { return transientWords().MatchString(msg) }
 
 // transientHint is the word appended to the message of a status worth
 // retrying, when the message lacks one: the Node worker passes such errors

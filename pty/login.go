@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/paperclipai/daytona-worker/daytona"
 )
@@ -35,7 +36,9 @@ var homeVariables = map[string]string{
 
 // sessionHomePattern is the only shape of session home the host mints: a
 // fixed root and one lowercase UUID, so it needs no quoting to be safe.
-var sessionHomePattern = regexp.MustCompile(`^/tmp/paperclip-adapter-login/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+var sessionHomePattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^/tmp/paperclip-adapter-login/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+})
 
 // loginProfilePreamble sources the login profiles the way a login shell
 // would, each failing open, so a command run outside a login shell sees the
@@ -50,7 +53,7 @@ var loginProfilePreamble = strings.Join([]string{
 // ValidateLogin checks a login command key and session home before any
 // sandbox call.
 func ValidateLogin(commandKey, sessionHome string) error {
-	if _, ok := loginCommands[commandKey]; !ok || !sessionHomePattern.MatchString(sessionHome) {
+	if _, ok := loginCommands[commandKey]; !ok || !sessionHomePattern().MatchString(sessionHome) {
 		return ErrDescriptorRejected
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	stdsync "sync"
 	"unicode/utf8"
 )
 
@@ -25,13 +26,19 @@ const (
 
 var (
 	// <perms> <owner>/<group> <size> <date> <time> <rest> (GNU tar, busybox)
-	gnuListingRE = regexp.MustCompile(`^(` + jsNonSpace + `+)` + jsSpace + `+` + jsNonSpace + `+/` + jsNonSpace + `+` +
+	gnuListingRE = lazyRegexp(`^(` + jsNonSpace + `+)` + jsSpace + `+` + jsNonSpace + `+/` + jsNonSpace + `+` +
 		jsSpace + `+[0-9]+` + jsSpace + `+` + jsNonSpace + `+` + jsSpace + `+` + jsNonSpace + `+` + jsSpace + `+(` + jsLine + `*)$`)
 	// <perms> <links> <user> <group> <size> <Mon> <day> <time|year> <rest> (bsdtar)
-	bsdListingRE = regexp.MustCompile(`^(` + jsNonSpace + `+)` + jsSpace + `+[0-9]+` + jsSpace + `+` + jsNonSpace + `+` + jsSpace + `+` +
+	bsdListingRE = lazyRegexp(`^(` + jsNonSpace + `+)` + jsSpace + `+[0-9]+` + jsSpace + `+` + jsNonSpace + `+` + jsSpace + `+` +
 		jsNonSpace + `+` + jsSpace + `+[0-9]+` + jsSpace + `+` + jsNonSpace + `+` + jsSpace + `+[0-9]{1,2}` + jsSpace +
 		`+(?:[0-9]{4}|[0-9]{1,2}:[0-9]{2}(?::[0-9]{2})?)` + jsSpace + `+(` + jsLine + `*)$`)
 )
+
+// lazyRegexp returns expr compiled once, when first asked for: compiling at
+// start-up would add to every worker's cold start, and most never sync.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return stdsync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // listingLine is one parsed `tar -tvf` line.
 type listingLine struct {
@@ -44,7 +51,7 @@ type listingLine struct {
 // bsdtar line with numeric ids from matching it shifted. It reports false
 // for anything else (device nodes included), so callers fail closed.
 func parseListingLine(line string) (listingLine, bool) {
-	for _, re := range []*regexp.Regexp{gnuListingRE, bsdListingRE} {
+	for _, re := range []*regexp.Regexp{gnuListingRE(), bsdListingRE()} {
 		if m := re.FindStringSubmatch(line); m != nil {
 			r, _ := utf8.DecodeRuneInString(m[1])
 			return listingLine{typeFlag: string(r), rest: m[2]}, true

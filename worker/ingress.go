@@ -28,7 +28,9 @@ const (
 	maxIngressGenerations = 4096
 )
 
-var runnerIngressPath = regexp.MustCompile(`^/api/runner/v1/connect/[^/?#]+$`)
+var runnerIngressPath = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^/api/runner/v1/connect/[^/?#]+$`)
+})
 
 // runnerIngressEndpoint is the plugin's onEnvironmentRunnerIngressEndpoint:
 // the sandbox's preview link for port 43127 as a wss:// URL ending in the
@@ -44,7 +46,7 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 		return nil, errors.New(msgIngressPort)
 	}
 	var path string
-	if json.Unmarshal(p.Path, &path) != nil || !runnerIngressPath.MatchString(path) {
+	if json.Unmarshal(p.Path, &path) != nil || !runnerIngressPath().MatchString(path) {
 		return nil, errors.New(msgIngressPath)
 	}
 	if p.Lease == nil || p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -156,7 +155,7 @@ const redacted = "<redacted>"
 
 // urlPattern finds URLs inside any text: a scheme, "://", and what follows
 // up to a space or a quote.
-var urlPattern = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.\-]*://[^\s"'<>\\]+`)
+var urlPattern = lazyRegexp(`(?i)\b[a-z][a-z0-9+.\-]*://[^\s"'<>\\]+`)
 
 // RedactURLs replaces, in every URL inside s, the user info, the query's
 // values and the fragment with "<redacted>": the places credentials travel
@@ -165,7 +164,7 @@ func RedactURLs(s string) string {
 	if !strings.Contains(s, "://") {
 		return s
 	}
-	return urlPattern.ReplaceAllStringFunc(s, func(raw string) string {
+	return urlPattern().ReplaceAllStringFunc(s, func(raw string) string {
 		scheme, rest, _ := strings.Cut(raw, "://")
 		authority, tail := rest, ""
 		if i := strings.IndexAny(rest, "/?#"); i >= 0 {
