@@ -216,7 +216,7 @@ func TestRelayHoldsOutputOnceWhateverItsEscaping(t *testing.T) {
 	var mu sync.Mutex
 	var joined strings.Builder
 	chunks := 0
-	r := newLogNotifier(func(params any) error {
+	r := newLogNotifier(nil, func(params any) error {
 		var buf bytes.Buffer
 		if err := params.(*logChunk).WriteJSON(&buf); err != nil {
 			return err
@@ -275,4 +275,23 @@ func TestRelayWithoutOutputStartsNoSender(t *testing.T) {
 	_, _ = r.stream(0).Write([]byte("late")) // after close: kept, not sent
 	assert.Zero(t, delivered)
 	assert.EqualValues(t, 4, r.collected(0))
+}
+
+// Output past largeOutput goes into large blocks advised for huge pages;
+// what is read back is what was written, byte for byte.
+func TestBlockBufferHoldsLargeOutputExactly(t *testing.T) {
+	t.Parallel()
+	b := blockBuffer{large: &largeBlocks{maxMapped: maxMappedOutput}}
+	var want bytes.Buffer
+	chunk := make([]byte, 100_003)
+	for i := 0; want.Len() < largeOutput+3*largeBlockSize; i++ {
+		for j := range chunk {
+			chunk[j] = byte(i*7 + j)
+		}
+		_, _ = b.Write(chunk)
+		want.Write(chunk)
+	}
+	assert.EqualValues(t, want.Len(), b.Len())
+	assert.True(t, bytes.Equal(want.Bytes(), []byte(b.String())), "contents differ")
+	assert.Equal(t, largeBlockSize, cap(b.blocks[len(b.blocks)-1]), "the last blocks are large")
 }

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 )
@@ -65,12 +66,14 @@ func newLogRelay(send func(stream, chunk string) error) *logRelay {
 }
 
 // newLogNotifier relays execute.log notifications to notify, whose params
-// (an rpc.JSONStreamer) encode the chunk straight from the output blocks.
-func newLogNotifier(notify func(params any) error) *logRelay {
+// (an rpc.JSONStreamer) encode the chunk straight from the output blocks;
+// large outputs are held in blocks from large (nil: the heap's).
+func newLogNotifier(large *largeBlocks, notify func(params any) error) *logRelay {
 	var r *logRelay
 	r = startLogRelay(func(stream int, chunk [][]byte) error {
 		return notify(&logChunk{stream: streamNames[stream], chunk: chunk, scratch: &r.scratch})
 	})
+	r.out[0].large, r.out[1].large = large, large
 	return r
 }
 
@@ -139,6 +142,9 @@ func (r *logRelay) run() {
 		for i, seg := range batch {
 			r.forward(seg.stream, views[i], false)
 		}
+		// The views are pieces of r.out's blocks, which may live outside
+		// the heap as long as r does (see blockBuffer).
+		runtime.KeepAlive(r)
 		if closing {
 			r.forward(0, nil, true)
 			r.forward(1, nil, true)

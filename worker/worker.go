@@ -67,6 +67,8 @@ type Worker struct {
 	syncs   syncStates
 	ptys    *pty.Manager // login PTYs and duplex channels
 
+	outputBlocks *largeBlocks // large blocks of the outputs held (see blockBuffer)
+
 	methods     map[string]methodFunc // built on first use; read-only after
 	methodsOnce sync.Once
 
@@ -97,6 +99,8 @@ func New(host Host, opts Options) *Worker {
 		clients: clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
 		leases:  newLeases(opts.Now),
 		reapers: newReapers(),
+
+		outputBlocks: &largeBlocks{maxMapped: maxMappedOutput},
 	}
 	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger})
 	return w
