@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -41,6 +42,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	floorBin := flags.String("floor", "bin/bench-floor", "the trivial Go binary (cmd/bench-compare/floor)")
 	setup := flags.String("reference-setup", "../shared/tools/reference-worker/setup", "the script that prepares the Node plugin and prints the command that starts it")
 	only := flags.String("scenarios", "cold,execute,relay,burst", "comma-separated scenarios to run")
+	emulatorBin := flags.String("emulator", "", "the daytona-emulator binary, run as its own process for each fresh emulator (empty: the emulator runs inside bench-compare, sharing its process with the host)")
+	cpuProfile := flags.String("cpuprofile", "", "write bench-compare's own CPU profile (the host's side, and the emulator's when it runs inside) to this file")
 	withNode := flags.Bool("node", true, "measure the Node plugin too (false: daytona-worker alone, no npm needed)")
 	runs := flags.Int("runs", 3, "runs of each side per scenario (cold start: -cold-runs)")
 	coldRuns := flags.Int("cold-runs", 20, "runs of each side for the cold start")
@@ -51,6 +54,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	burstExecutes := flags.Int("burst-executes", 1000, "executes sent at once in the burst")
 	if err := flags.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	want := map[string]bool{}
 	for _, s := range strings.Split(*only, ",") {
@@ -70,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		floor:   []string{*floorBin},
 		seed:    maphash.MakeSeed(),
 		log:     stderr,
+
+		emulatorBin: *emulatorBin,
 	}
 	started := time.Now().UTC()
 	loadBefore := loadAverage()

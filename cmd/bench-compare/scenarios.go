@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
@@ -32,6 +35,9 @@ type bench struct {
 	seed    maphash.Seed
 	t       table
 	log     io.Writer
+	// emulatorBin is the daytona-emulator binary run for each scenario's
+	// fresh emulator; empty runs the emulator in this process.
+	emulatorBin string
 }
 
 func (b *bench) progress(format string, args ...any) {
@@ -41,13 +47,19 @@ func (b *bench) progress(format string, args ...any) {
 // ---- a fresh emulator per run ----
 
 type emu struct {
-	srv    *emulator.Server
-	http   *http.Server
 	apiURL string
-	root   string
+	pid    int // the emulator's process when it runs out of process, else 0
+	close  func()
 }
 
-func startEmulator() (*emu, error) {
+// startEmulator starts a fresh emulator: the daytona-emulator binary bin as
+// its own process when bin is set (so that the worker, the emulator and the
+// host are three processes, as in production, and the emulator's CPU is
+// neither the host's nor the worker's), else in this process.
+func startEmulator(bin string) (*emu, error) {
+	if bin != "" {
+		return startEmulatorProcess(bin)
+	}
 	root, err := os.MkdirTemp("", "bench-compare-emulator-")
 	if err != nil {
 		return nil, err
@@ -65,15 +77,47 @@ func startEmulator() (*emu, error) {
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
-	return &emu{srv: srv, http: hs, apiURL: "http://" + ln.Addr().String() + "/api", root: root}, nil
+	return &emu{apiURL: "http://" + ln.Addr().String() + "/api", close: func() {
+		_ = srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+		_ = os.RemoveAll(root)
+	}}, nil
 }
 
-func (e *emu) close() {
-	_ = e.srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = e.http.Shutdown(ctx)
-	_ = os.RemoveAll(e.root)
+// startEmulatorProcess runs the daytona-emulator binary (its temporary root
+// is removed when it exits on SIGTERM) and reads the API URL from its first
+// line.
+func startEmulatorProcess(bin string) (*emu, error) {
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-log-level", "warn")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	url, ok := strings.CutPrefix(strings.TrimSpace(line), "DAYTONA_API_URL=")
+	if err != nil || !ok {
+		stop()
+		return nil, fmt.Errorf("%s printed %q, not its API URL (%v)", bin, line, err)
+	}
+	// Nothing more is read from its stdout; it writes nothing more there.
+	return &emu{apiURL: url, pid: cmd.Process.Pid, close: stop}, nil
 }
 
 // config is an environment config pointing at the emulator; commands may
@@ -190,7 +234,7 @@ func decodeExecute(r reply, seed maphash.Seed) outcome {
 // setUp starts an emulator and a worker, initializes it and acquires n
 // leases.
 func (b *bench) setUp(w worker, n int) (*emu, *host, []lease, error) {
-	e, err := startEmulator()
+	e, err := startEmulator(b.emulatorBin)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -436,6 +480,8 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	l := leases[0]
 	cpu0, _ := procCPU(h.pid)
 	faults0, _ := procFaults(h.pid)
+	hostCPU0, _ := procCPU(os.Getpid())
+	emuCPU0, _ := procCPU(e.pid)
 	start := time.Now()
 	r, err := h.call("environmentExecute", executeRequest(l, "inv-relay", "sh", "-c", out.script).params, "inv-relay", 20*time.Minute)
 	if err != nil {
@@ -443,6 +489,8 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	}
 	elapsed := r.at.Sub(start)
 	cpu1, _ := procCPU(h.pid)
+	hostCPU1, _ := procCPU(os.Getpid())
+	emuCPU1, _ := procCPU(e.pid)
 	faults1, _ := procFaults(h.pid)
 	peak, _, _ := procMemory(h.pid)
 	o := decodeExecute(r, b.seed)
@@ -454,6 +502,13 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	b.t.add(scenario, "throughput", "MB/s", w.side, mb/elapsed.Seconds())
 	b.t.add(scenario, "worker CPU", "s", w.side, (cpu1 - cpu0).Seconds())
 	b.t.add(scenario, "worker page faults", "", w.side, faults1-faults0)
+	// Where the rest of the two cores went: the host reading the worker's
+	// stdout (and the emulator, when it runs inside this process), and the
+	// emulator when it runs as its own process.
+	b.t.add(scenario, "host CPU", "s", w.side, (hostCPU1 - hostCPU0).Seconds())
+	if e.pid != 0 {
+		b.t.add(scenario, "emulator CPU", "s", w.side, (emuCPU1 - emuCPU0).Seconds())
+	}
 	b.t.add(scenario, "peak RSS", "MiB", w.side, peak)
 	b.t.add(scenario, "result byte-exact", unitYesNo, w.side, boolNum(o.stdout == out.sum && o.stdoutLen == out.size))
 	b.t.add(scenario, "execute.log byte-exact", unitYesNo, w.side, boolNum(streamed.stdout.sum(b.seed) == out.sum && streamed.stdout.n == out.size))

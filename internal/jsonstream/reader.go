@@ -35,6 +35,8 @@ type Reader struct {
 	Raw func(path []string) bool
 	str bytes.Buffer // reused for decoding strings
 	raw []byte       // Raw strings of the current message
+	// scratch gathers a string's decoded escapes for one write (reused).
+	scratch []byte
 }
 
 // Bytes is a string the Reader decoded into reused memory (see Raw).
@@ -192,84 +194,196 @@ func (r *Reader) value(path []string) (any, error) {
 }
 
 // stringTo decodes the rest of a JSON string (the opening quote is read)
-// into w, a buffered run at a time, and returns the decoded length.
+// into w and returns the decoded length. It works on the buffered window:
+// runs without escapes go to w as they are, and escapes are decoded into a
+// reused scratch buffer that reaches w in large writes, so a string of
+// control bytes (six bytes of JSON each) costs no call per byte. An escape
+// cut by the window's end is decoded by escapeTo, which reads on.
 func (r *Reader) stringTo(w io.Writer) (int64, error) {
 	var n int64
+	out := r.scratch[:0]
+	defer func() { r.scratch = out[:0] }()
+	flush := func() error {
+		if len(out) == 0 {
+			return nil
+		}
+		_, err := w.Write(out)
+		n += int64(len(out))
+		out = out[:0]
+		return err
+	}
 	for {
 		if _, err := r.br.Peek(1); err != nil {
-			return n, err
+			return n, errors.Join(err, flush())
 		}
 		buf, _ := r.br.Peek(r.br.Buffered())
-		// The next escape bounds the search for the closing quote, so each
-		// byte is scanned once however many escapes the buffer holds.
-		if j := bytes.IndexByte(buf, '\\'); j >= 0 {
-			buf = buf[:j]
+		i := 0
+	window:
+		for i < len(buf) {
+			switch buf[i] {
+			case '"':
+				_, _ = r.br.Discard(i + 1)
+				return n, flush()
+			case '\\':
+				dec, used, ok := decodeEscape(buf[i:])
+				if !ok {
+					break window // cut by the window's end, or bad: escapeTo reports it
+				}
+				out = append(out, dec.b[:dec.n]...)
+				i += used
+				if len(out) >= scratchSize {
+					if err := flush(); err != nil {
+						return n, err
+					}
+				}
+				continue
+			}
+			// A run up to the next escape or the closing quote; the escape
+			// bounds the search for the quote, so each byte is scanned once
+			// however many escapes the window holds.
+			run := buf[i:]
+			if j := bytes.IndexByte(run, '\\'); j >= 0 {
+				run = run[:j]
+			}
+			if j := bytes.IndexByte(run, '"'); j >= 0 {
+				run = run[:j]
+			}
+			if len(out)+len(run) <= scratchSize {
+				out = append(out, run...)
+			} else {
+				if err := flush(); err != nil {
+					return n, err
+				}
+				if _, err := w.Write(run); err != nil {
+					return n, err
+				}
+				n += int64(len(run))
+			}
+			i += len(run)
 		}
-		i := bytes.IndexByte(buf, '"')
-		if i < 0 {
-			i = len(buf)
-		}
-		if i > 0 {
-			if _, err := w.Write(buf[:i]); err != nil {
+		_, _ = r.br.Discard(i)
+		if i < len(buf) {
+			// An escape the window does not hold whole (or a bad one).
+			if err := flush(); err != nil {
 				return n, err
 			}
-			n += int64(i)
-			_, _ = r.br.Discard(i)
-			continue
-		}
-		c, _ := r.br.ReadByte()
-		if c == '"' {
-			return n, nil
-		}
-		e, err := r.br.ReadByte()
-		if err != nil {
-			return n, err
-		}
-		var one [utf8.UTFMax]byte
-		var out []byte
-		switch e {
-		case '"', '\\', '/':
-			out = append(one[:0], e)
-		case 'b':
-			out = append(one[:0], '\b')
-		case 'f':
-			out = append(one[:0], '\f')
-		case 'n':
-			out = append(one[:0], '\n')
-		case 'r':
-			out = append(one[:0], '\r')
-		case 't':
-			out = append(one[:0], '\t')
-		case 'u':
-			rn, err := r.hex4()
+			_, _ = r.br.Discard(1) // the backslash
+			m, err := r.escapeTo(w)
+			n += m
 			if err != nil {
 				return n, err
 			}
-			if utf16.IsSurrogate(rn) {
-				// As encoding/json: a valid pair is one rune, anything else
-				// turns the first half into U+FFFD.
-				if ahead, err := r.br.Peek(6); err == nil && ahead[0] == '\\' && ahead[1] == 'u' {
-					if lo, ok := parseHex4(ahead[2:]); ok {
-						if dec := utf16.DecodeRune(rn, lo); dec != utf8.RuneError {
-							_, _ = r.br.Discard(6)
-							rn = dec
-						} else {
-							rn = utf8.RuneError
-						}
-					}
-				} else {
-					rn = utf8.RuneError
-				}
-			}
-			out = utf8.AppendRune(one[:0], rn)
-		default:
-			return n, fmt.Errorf("bad escape \\%c", e)
 		}
-		if _, err := w.Write(out); err != nil {
-			return n, err
-		}
-		n += int64(len(out))
 	}
+}
+
+// scratchSize is how many decoded bytes stringTo gathers before writing.
+const scratchSize = 64 << 10
+
+// decoded is one escape's decoded bytes.
+type decoded struct {
+	b [utf8.UTFMax]byte
+	n int
+}
+
+// decodeEscape decodes the escape at the start of p (p[0] is the
+// backslash) and returns its bytes and length in p; ok is false when p
+// does not hold the escape whole (a surrogate's possible partner included)
+// or it is bad, for escapeTo to decide.
+func decodeEscape(p []byte) (d decoded, used int, ok bool) {
+	if len(p) < 2 {
+		return d, 0, false
+	}
+	switch e := p[1]; e {
+	case '"', '\\', '/':
+		d.b[0] = e
+	case 'b':
+		d.b[0] = '\b'
+	case 'f':
+		d.b[0] = '\f'
+	case 'n':
+		d.b[0] = '\n'
+	case 'r':
+		d.b[0] = '\r'
+	case 't':
+		d.b[0] = '\t'
+	case 'u':
+		if len(p) < 6 {
+			return d, 0, false
+		}
+		rn, valid := parseHex4(p[2:])
+		if !valid {
+			return d, 0, false
+		}
+		used = 6
+		if utf16.IsSurrogate(rn) {
+			if len(p) < 12 {
+				return d, 0, false
+			}
+			rn, used = surrogate(rn, p[6:12])
+		}
+		d.n = utf8.EncodeRune(d.b[:], rn)
+		return d, used, true
+	default:
+		return d, 0, false
+	}
+	d.n = 1
+	return d, 2, true
+}
+
+// surrogate decodes the half hi of a surrogate pair followed by ahead (the
+// next six bytes) as encoding/json does: a valid pair is one rune (and
+// takes the six bytes), anything else turns hi into U+FFFD.
+func surrogate(hi rune, ahead []byte) (rune, int) {
+	if len(ahead) == 6 && ahead[0] == '\\' && ahead[1] == 'u' {
+		if lo, ok := parseHex4(ahead[2:]); ok {
+			if dec := utf16.DecodeRune(hi, lo); dec != utf8.RuneError {
+				return dec, 12
+			}
+		}
+	}
+	return utf8.RuneError, 6
+}
+
+// escapeTo decodes one escape (the backslash is read), reading as far as
+// it needs, into w and returns the decoded length.
+func (r *Reader) escapeTo(w io.Writer) (int64, error) {
+	e, err := r.br.ReadByte()
+	if err != nil {
+		return 0, err
+	}
+	var one [utf8.UTFMax]byte
+	var out []byte
+	switch e {
+	case '"', '\\', '/':
+		out = append(one[:0], e)
+	case 'b':
+		out = append(one[:0], '\b')
+	case 'f':
+		out = append(one[:0], '\f')
+	case 'n':
+		out = append(one[:0], '\n')
+	case 'r':
+		out = append(one[:0], '\r')
+	case 't':
+		out = append(one[:0], '\t')
+	case 'u':
+		rn, err := r.hex4()
+		if err != nil {
+			return 0, err
+		}
+		if utf16.IsSurrogate(rn) {
+			ahead, _ := r.br.Peek(6)
+			var used int
+			rn, used = surrogate(rn, ahead)
+			_, _ = r.br.Discard(used - 6)
+		}
+		out = utf8.AppendRune(one[:0], rn)
+	default:
+		return 0, fmt.Errorf("bad escape \\%c", e)
+	}
+	_, err = w.Write(out)
+	return int64(len(out)), err
 }
 
 func (r *Reader) hex4() (rune, error) {

@@ -72,3 +72,47 @@ func TestReaderHandsRawStringsInReusedMemory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Bytes("second"), got.(map[string]any)["params"].(map[string]any)["chunk"])
 }
+
+// Escapes decoded from the buffered window, escapes cut by its end (read on
+// one at a time) and long runs all decode as encoding/json does, into the
+// digest and into kept strings, whatever the buffer size.
+func TestReaderDecodesEscapesAcrossBufferBoundaries(t *testing.T) {
+	t.Parallel()
+	var raw []byte
+	for c := range 0x80 {
+		raw = append(raw, byte(c))
+	}
+	raw = append(raw, "é日本語🎉"...)
+	raw = append(raw, strings.Repeat("x", 100)...)
+	encoded, err := json.Marshal(string(raw))
+	require.NoError(t, err)
+	// encoding/json writes no surrogate pairs; add a pair, a lone half
+	// before a run, one before a bad partner, and one at the very end.
+	extra := `\ud83c\udf89\ud800x\udbff\u0041\"\\\/\b\f\n\r\t\ud83c`
+	body := strings.Repeat(string(encoded[1:len(encoded)-1]), 3) + extra
+	var want string
+	require.NoError(t, json.Unmarshal([]byte(`"`+body+`"`), &want))
+	seed := maphash.MakeSeed()
+	for size := 16; size <= 80; size++ {
+		line := `{"kept":"` + body + `","hashed":"` + body + `"}` + "\n"
+		r := NewReader(bufio.NewReaderSize(strings.NewReader(line), size))
+		r.Hash = func(p []string) bool { return len(p) == 1 && p[0] == "hashed" }
+		r.NewDigest = func() hash.Hash64 {
+			h := &maphash.Hash{}
+			h.SetSeed(seed)
+			return h
+		}
+		got, err := r.Next()
+		require.NoError(t, err, "buffer of %d bytes", size)
+		m := got.(map[string]any)
+		require.Equal(t, want, m["kept"], "buffer of %d bytes", size)
+		require.Equal(t, maphash.String(seed, want), m["hashed"].(Text).Sum, "buffer of %d bytes", size)
+		require.EqualValues(t, len(want), m["hashed"].(Text).N, "buffer of %d bytes", size)
+	}
+	for _, bad := range []string{`"a\x"`, `"a\u12G4"`, `"\ud83c\uZZZZ"`} {
+		for size := 16; size <= 20; size++ {
+			_, err := NewReader(bufio.NewReaderSize(strings.NewReader(strings.Repeat(" ", size-3)+bad+"\n"), size)).Next()
+			assert.Error(t, err, "%s with a buffer of %d bytes", bad, size)
+		}
+	}
+}
