@@ -102,3 +102,18 @@ func loadAverage() string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// procWritten is how many bytes a process has written (wchar of
+// /proc/PID/io: every write and send, its stdout's JSON most of all).
+func procWritten(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "wchar:"); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("no wchar in /proc/%d/io", pid)
+}

@@ -38,6 +38,9 @@ type bench struct {
 	// emulatorBin is the daytona-emulator binary run for each scenario's
 	// fresh emulator; empty runs the emulator in this process.
 	emulatorBin string
+	// splitCores runs the emulator on CPU 0 (bench-compare and what it
+	// starts are on CPU 1).
+	splitCores bool
 }
 
 func (b *bench) progress(format string, args ...any) {
@@ -56,9 +59,13 @@ type emu struct {
 // its own process when bin is set (so that the worker, the emulator and the
 // host are three processes, as in production, and the emulator's CPU is
 // neither the host's nor the worker's), else in this process.
-func startEmulator(bin string) (*emu, error) {
+func startEmulator(bin string, splitCores bool) (*emu, error) {
 	if bin != "" {
-		return startEmulatorProcess(bin)
+		argv := []string{bin, "-listen", "127.0.0.1:0", "-log-level", "warn"}
+		if splitCores {
+			argv = append([]string{"taskset", "-c", "0"}, argv...)
+		}
+		return startEmulatorProcess(argv)
 	}
 	root, err := os.MkdirTemp("", "bench-compare-emulator-")
 	if err != nil {
@@ -89,8 +96,9 @@ func startEmulator(bin string) (*emu, error) {
 // startEmulatorProcess runs the daytona-emulator binary (its temporary root
 // is removed when it exits on SIGTERM) and reads the API URL from its first
 // line.
-func startEmulatorProcess(bin string) (*emu, error) {
-	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-log-level", "warn")
+func startEmulatorProcess(argv []string) (*emu, error) {
+	bin := argv[0]
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -234,7 +242,7 @@ func decodeExecute(r reply, seed maphash.Seed) outcome {
 // setUp starts an emulator and a worker, initializes it and acquires n
 // leases.
 func (b *bench) setUp(w worker, n int) (*emu, *host, []lease, error) {
-	e, err := startEmulator(b.emulatorBin)
+	e, err := startEmulator(b.emulatorBin, b.splitCores)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -480,6 +488,7 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	l := leases[0]
 	cpu0, _ := procCPU(h.pid)
 	faults0, _ := procFaults(h.pid)
+	written0, _ := procWritten(h.pid)
 	hostCPU0, _ := procCPU(os.Getpid())
 	emuCPU0, _ := procCPU(e.pid)
 	start := time.Now()
@@ -489,6 +498,7 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	}
 	elapsed := r.at.Sub(start)
 	cpu1, _ := procCPU(h.pid)
+	written1, _ := procWritten(h.pid)
 	hostCPU1, _ := procCPU(os.Getpid())
 	emuCPU1, _ := procCPU(e.pid)
 	faults1, _ := procFaults(h.pid)
@@ -500,6 +510,13 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	streamed := h.streamed("inv-relay")
 	mb := float64(out.size) / 1e6
 	b.t.add(scenario, "throughput", "MB/s", w.side, mb/elapsed.Seconds())
+	// What the worker had to write for it: the output twice (the
+	// notifications and the result), escaped for JSON, so about 2 bytes per
+	// byte of text and up to 12 per control byte (\u00XX). The direct
+	// client's yardstick reads the output once, unescaped.
+	wroteMB := (written1 - written0) / 1e6
+	b.t.add(scenario, "worker wrote", "MB", w.side, wroteMB)
+	b.t.add(scenario, "worker wrote, per second", "MB/s", w.side, wroteMB/elapsed.Seconds())
 	b.t.add(scenario, "worker CPU", "s", w.side, (cpu1 - cpu0).Seconds())
 	b.t.add(scenario, "worker page faults", "", w.side, faults1-faults0)
 	// Where the rest of the two cores went: the host reading the worker's
@@ -510,6 +527,7 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 		b.t.add(scenario, "emulator CPU", "s", w.side, (emuCPU1 - emuCPU0).Seconds())
 	}
 	b.t.add(scenario, "peak RSS", "MiB", w.side, peak)
+	b.t.add(scenario, "execute.log notifications", "", w.side, float64(streamed.chunks))
 	b.t.add(scenario, "result byte-exact", unitYesNo, w.side, boolNum(o.stdout == out.sum && o.stdoutLen == out.size))
 	b.t.add(scenario, "execute.log byte-exact", unitYesNo, w.side, boolNum(streamed.stdout.sum(b.seed) == out.sum && streamed.stdout.n == out.size))
 	if w.side == sideGo {

@@ -225,6 +225,24 @@ func (r *Reader) stringTo(w io.Writer) (int64, error) {
 				_, _ = r.br.Discard(i + 1)
 				return n, flush()
 			case '\\':
+				if i+6 <= len(buf) && buf[i+1] == 'u' && buf[i+2] == '0' && buf[i+3] == '0' {
+					// \u00XX, the escape of a control byte: the most common
+					// \u escape by far, decoded in place.
+					if hi, lo := hexValue[buf[i+4]], hexValue[buf[i+5]]; hi|lo < 16 {
+						if c := hi<<4 | lo; c < utf8.RuneSelf {
+							out = append(out, c)
+						} else {
+							out = utf8.AppendRune(out, rune(c))
+						}
+						i += 6
+						if len(out) >= scratchSize {
+							if err := flush(); err != nil {
+								return n, err
+							}
+						}
+						continue
+					}
+				}
 				dec, used, ok := decodeEscape(buf[i:])
 				if !ok {
 					break window // cut by the window's end, or bad: escapeTo reports it
@@ -398,6 +416,20 @@ func (r *Reader) hex4() (rune, error) {
 	_, _ = r.br.Discard(4)
 	return v, nil
 }
+
+// hexValue is each byte's value as a hex digit, 0xff for bytes that are not.
+var hexValue = func() (v [256]byte) {
+	for i := range v {
+		v[i] = 0xff
+	}
+	for c := byte('0'); c <= '9'; c++ {
+		v[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		v[c], v[c-'a'+'A'] = c-'a'+10, c-'a'+10
+	}
+	return v
+}()
 
 // parseHex4 reads the four hex digits of a \u escape.
 func parseHex4(b []byte) (rune, bool) {
