@@ -74,6 +74,7 @@ func main() {
 		restores = append(restores, restore)
 	}
 	if f, restore, ok := pollable(1, stdout.Name()); ok {
+		growPipe(1)
 		out = f
 		restores = append(restores, restore)
 	}
