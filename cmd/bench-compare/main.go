@@ -16,7 +16,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"hash/maphash"
@@ -28,9 +27,6 @@ import (
 	"strings"
 	"time"
 )
-
-// pinnedEnv marks a bench-compare that -split-cores re-ran on CPU 1.
-const pinnedEnv = "BENCH_COMPARE_PINNED"
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -47,7 +43,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	setup := flags.String("reference-setup", "../shared/tools/reference-worker/setup", "the script that prepares the Node plugin and prints the command that starts it")
 	only := flags.String("scenarios", "cold,execute,relay,burst", "comma-separated scenarios to run")
 	emulatorBin := flags.String("emulator", "", "the daytona-emulator binary, run as its own process for each fresh emulator (empty: the emulator runs inside bench-compare, sharing its process with the host)")
-	splitCores := flags.Bool("split-cores", false, "with -emulator: run the emulator and the sandbox commands on CPU 0 and everything else (this host, the workers, our client) on CPU 1, as when Daytona runs on other machines (needs taskset and two CPUs)")
 	cpuProfile := flags.String("cpuprofile", "", "write bench-compare's own CPU profile (the host's side, and the emulator's when it runs inside) to this file")
 	withNode := flags.Bool("node", true, "measure the Node plugin too (false: daytona-worker alone, no npm needed)")
 	runs := flags.Int("runs", 3, "runs of each side per scenario (cold start: -cold-runs)")
@@ -59,23 +54,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	burstExecutes := flags.Int("burst-executes", 1000, "executes sent at once in the burst")
 	if err := flags.Parse(args); err != nil {
 		return err
-	}
-	if *splitCores {
-		if *emulatorBin == "" {
-			return errors.New("-split-cores needs -emulator")
-		}
-		if os.Getenv(pinnedEnv) == "" {
-			// Pin every thread of a new bench-compare (and so the workers it
-			// starts and our client) to CPU 1: re-run under taskset.
-			self, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			cmd := exec.Command("taskset", append([]string{"-c", "1", self}, args...)...)
-			cmd.Env = append(os.Environ(), pinnedEnv+"=1")
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-			return cmd.Run()
-		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -108,7 +86,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 		log:     stderr,
 
 		emulatorBin: *emulatorBin,
-		splitCores:  *splitCores,
 	}
 	started := time.Now().UTC()
 	loadBefore := loadAverage()
@@ -134,8 +111,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "Machine: %d cores (%s), load average %s before and %s after; %s, %s; daytona-worker %s.\n\n",
 		runtime.NumCPU(), machine(), loadBefore, loadAverage(), runtime.Version(), version("node", "--version"), version("git", "describe", "--always", "--dirty"))
 	switch {
-	case *splitCores:
-		fmt.Fprintf(stdout, "Layout: the emulator (and the sandbox commands) on CPU 0; bench-compare's host, the workers and our client on CPU 1.\n\n")
 	case *emulatorBin != "":
 		fmt.Fprintf(stdout, "Layout: the emulator, the worker and bench-compare's host are three processes sharing every core.\n\n")
 	default:

@@ -38,9 +38,6 @@ type bench struct {
 	// emulatorBin is the daytona-emulator binary run for each scenario's
 	// fresh emulator; empty runs the emulator in this process.
 	emulatorBin string
-	// splitCores runs the emulator on CPU 0 (bench-compare and what it
-	// starts are on CPU 1).
-	splitCores bool
 }
 
 func (b *bench) progress(format string, args ...any) {
@@ -59,13 +56,9 @@ type emu struct {
 // its own process when bin is set (so that the worker, the emulator and the
 // host are three processes, as in production, and the emulator's CPU is
 // neither the host's nor the worker's), else in this process.
-func startEmulator(bin string, splitCores bool) (*emu, error) {
+func startEmulator(bin string) (*emu, error) {
 	if bin != "" {
-		argv := []string{bin, "-listen", "127.0.0.1:0", "-log-level", "warn"}
-		if splitCores {
-			argv = append([]string{"taskset", "-c", "0"}, argv...)
-		}
-		return startEmulatorProcess(argv)
+		return startEmulatorProcess(bin)
 	}
 	root, err := os.MkdirTemp("", "bench-compare-emulator-")
 	if err != nil {
@@ -96,9 +89,8 @@ func startEmulator(bin string, splitCores bool) (*emu, error) {
 // startEmulatorProcess runs the daytona-emulator binary (its temporary root
 // is removed when it exits on SIGTERM) and reads the API URL from its first
 // line.
-func startEmulatorProcess(argv []string) (*emu, error) {
-	bin := argv[0]
-	cmd := exec.Command(argv[0], argv[1:]...)
+func startEmulatorProcess(bin string) (*emu, error) {
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-log-level", "warn")
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -242,7 +234,7 @@ func decodeExecute(r reply, seed maphash.Seed) outcome {
 // setUp starts an emulator and a worker, initializes it and acquires n
 // leases.
 func (b *bench) setUp(w worker, n int) (*emu, *host, []lease, error) {
-	e, err := startEmulator(b.emulatorBin, b.splitCores)
+	e, err := startEmulator(b.emulatorBin)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -525,17 +517,26 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	b.t.add(scenario, "host CPU", "s", w.side, (hostCPU1 - hostCPU0).Seconds())
 	if e.pid != 0 {
 		b.t.add(scenario, "emulator CPU", "s", w.side, (emuCPU1 - emuCPU0).Seconds())
+		// Everything the relay costs outside Daytona, beside what our
+		// client costs for the same output.
+		b.t.add(scenario, "worker + host CPU", "s", w.side, (cpu1 - cpu0 + hostCPU1 - hostCPU0).Seconds())
 	}
 	b.t.add(scenario, "peak RSS", "MiB", w.side, peak)
 	b.t.add(scenario, "execute.log notifications", "", w.side, float64(streamed.chunks))
 	b.t.add(scenario, "result byte-exact", unitYesNo, w.side, boolNum(o.stdout == out.sum && o.stdoutLen == out.size))
 	b.t.add(scenario, "execute.log byte-exact", unitYesNo, w.side, boolNum(streamed.stdout.sum(b.seed) == out.sum && streamed.stdout.n == out.size))
 	if w.side == sideGo {
+		clientCPU0, _ := procCPU(os.Getpid())
 		direct, err := directRelay(e, l.id, out, b.seed)
 		if err != nil {
 			return fmt.Errorf("direct client: %w", err)
 		}
+		clientCPU1, _ := procCPU(os.Getpid())
 		b.t.add(scenario, "throughput", "MB/s", sideDirect, mb/direct.Seconds())
+		if e.pid != 0 {
+			// This process is then our client alone (the host is idle).
+			b.t.add(scenario, "worker + host CPU", "s", sideDirect, (clientCPU1 - clientCPU0).Seconds())
+		}
 	}
 	destroy(h, leases)
 	return nil
