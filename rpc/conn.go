@@ -363,9 +363,21 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 // may be nil). Calls use their own id counter, carry the invocation id from
 // ctx, and time out after Options.CallTimeout with a -32003 error.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	wait, err := c.Dispatch(ctx, method, params)
+	if err != nil {
+		return err
+	}
+	return wait(result)
+}
+
+// Dispatch writes a worker→host request before it returns, so requests
+// dispatched one after another reach the host in that order, and returns a
+// function that waits for the reply (as Call does; call it exactly once,
+// from any goroutine). The Options.CallTimeout bound starts now.
+func (c *Conn) Dispatch(ctx context.Context, method string, params any) (wait func(result any) error, err error) {
 	jc := c.jconn.Load()
 	if jc == nil {
-		return fmt.Errorf("call %s: %w", method, ErrShuttingDown)
+		return nil, fmt.Errorf("call %s: %w", method, ErrShuttingDown)
 	}
 	id := c.callID.Add(1)
 	if id >= maxCallID {
@@ -378,12 +390,15 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		opts = append(opts, jsonrpc2.ExtraField("paperclipInvocationId", inv.ID))
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
-	defer cancel()
 	waiter, err := jc.DispatchCall(ctx, method, params, opts...)
-	if err == nil {
-		err = waiter.Wait(ctx, result)
+	if err != nil {
+		cancel()
+		return nil, c.callError(ctx, method, err)
 	}
-	return c.callError(ctx, method, err)
+	return func(result any) error {
+		defer cancel()
+		return c.callError(ctx, method, waiter.Wait(ctx, result))
+	}, nil
 }
 
 func (c *Conn) callError(ctx context.Context, method string, err error) error {

@@ -509,3 +509,43 @@ func TestAfterReplyRunsOnceTheReplyIsWritten(t *testing.T) {
 	assert.Equal(t, `{"jsonrpc":"2.0","method":"after","params":{"method":"fail","written":false}}`, f.recvRaw())
 	assert.False(t, AfterReply(context.Background(), func(bool) {}), "no hook outside a request")
 }
+
+// Calls dispatched one after another are written in that order before
+// Dispatch returns, whatever order the host answers them in.
+func TestDispatchWritesCallsInOrder(t *testing.T) {
+	t.Parallel()
+	var conn *Conn
+	h := HandlerFunc(func(ctx context.Context, req *Request) (any, error) {
+		var waits []func(any) error
+		for _, name := range []string{"a", "b", "c"} {
+			wait, err := conn.Dispatch(ctx, protocol.CallSpanRecord, protocol.SpanRecord{Name: name})
+			if err != nil {
+				return nil, err
+			}
+			waits = append(waits, wait)
+		}
+		var got []string
+		for _, wait := range waits {
+			var out struct{ Name string }
+			if err := wait(&out); err != nil {
+				return nil, err
+			}
+			got = append(got, out.Name)
+		}
+		return got, nil
+	})
+	f := startConn(t, h, Options{})
+	conn = f.conn
+	f.send(`{"jsonrpc":"2.0","id":1,"method":"x"}`)
+	var ids []float64
+	for _, want := range []string{"a", "b", "c"} {
+		call := f.recv()
+		require.Equal(t, "span.record", call["method"])
+		assert.Equal(t, want, call["params"].(map[string]any)["name"])
+		ids = append(ids, call["id"].(float64))
+	}
+	for i := len(ids) - 1; i >= 0; i-- {
+		f.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%v,"result":{"name":%q}}`, ids[i], []string{"a", "b", "c"}[i]))
+	}
+	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"result":["a","b","c"]}`, f.recvRaw())
+}

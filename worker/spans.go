@@ -34,11 +34,36 @@ func (w *Worker) recordSpan(ctx context.Context, name string, start time.Time, e
 	w.sendSpan(ctx, rec)
 }
 
-// sendSpan fires one span.record call in the background.
+// dispatcher is a Host that writes a call before returning and waits for
+// its reply separately (*rpc.Conn is one).
+type dispatcher interface {
+	Dispatch(ctx context.Context, method string, params any) (wait func(result any) error, err error)
+}
+
+// sendSpan fires one span.record call in the background. With a Host that
+// can dispatch, the request is written before sendSpan returns and only the
+// reply is awaited in the background: a sync's spans then reach the host in
+// the order they ended, and before the sync's reply, as with the plugin
+// (whose calls are written in order by its one thread).
 func (w *Worker) sendSpan(ctx context.Context, rec protocol.SpanRecord) {
 	// The call outlives the request that made it (fire and forget), so it
 	// keeps the invocation but not the request's cancellation.
 	callCtx := context.WithoutCancel(ctx)
+	if d, ok := w.host.(dispatcher); ok {
+		wait, err := d.Dispatch(callCtx, protocol.CallSpanRecord, rec)
+		if err != nil {
+			w.log.Debug().Err(err).Str("span", rec.Name).Msg("span.record failed")
+			return
+		}
+		w.spans.wg.Add(1)
+		go func() {
+			defer w.spans.wg.Done()
+			if err := wait(nil); err != nil {
+				w.log.Debug().Err(err).Str("span", rec.Name).Msg("span.record failed")
+			}
+		}()
+		return
+	}
 	w.spans.wg.Add(1)
 	go func() {
 		defer w.spans.wg.Done()
