@@ -9,7 +9,7 @@ const stdoutPipeSize = 1 << 20
 // growPipe asks for a 1 MiB buffer on descriptor fd when it is a pipe (the
 // kernel's default is 64 KiB). A large output then crosses to the host in
 // pieces of up to 1 MiB instead of 64 KiB: the worker blocks, and the host
-// wakes, less often (bench-compare's relay of one 100 MB line: about 15%
+// wakes, less often (bench-compare's relay of one 100 MB line: about 20%
 // less worker CPU). The buffer is the kernel's, filled only while the host
 // is behind; nothing is held longer than with the small pipe, only more of
 // it at once. Where the kernel refuses (past a user's pipe quota) the pipe
