@@ -23,7 +23,9 @@ import (
 func benchEmulator(b *testing.B, opts emulator.Options) *emulatorEnv {
 	b.Helper()
 	opts.Root = b.TempDir()
-	return &emulatorEnv{Env: emulatortest.Start(b, opts), root: opts.Root}
+	env := &emulatorEnv{Env: emulatortest.Start(b, opts), root: opts.Root}
+	removeDuplexDiagnostics(b, env.Env)
+	return env
 }
 
 // directToolbox is a Daytona client of our own, talking to the emulator the

@@ -12,6 +12,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/pty"
 )
 
 // emulator is a local Daytona for one test, and the transcript variables
@@ -26,7 +27,24 @@ func startEmulator(t *testing.T, opts emulator.Options) *emulatorEnv {
 	if opts.Root == "" {
 		opts.Root = t.TempDir()
 	}
-	return &emulatorEnv{Env: emulatortest.Start(t, opts), root: opts.Root}
+	env := &emulatorEnv{Env: emulatortest.Start(t, opts), root: opts.Root}
+	removeDuplexDiagnostics(t, env.Env)
+	return env
+}
+
+// removeDuplexDiagnostics removes, when tb ends, the diagnostics file of
+// every duplex channel env's sandboxes opened: sandbox processes share this
+// machine's /tmp, and the file stays there (as it does in a real sandbox),
+// also for a channel whose open failed and whose session the host never
+// learnt.
+func removeDuplexDiagnostics(tb testing.TB, env *emulatortest.Env) {
+	tb.Cleanup(func() {
+		for _, id := range env.Server.PTYSessionIDs() {
+			if uid, ok := strings.CutPrefix(id, "paperclip-duplex-"); ok {
+				_ = os.Remove(pty.DiagnosticsPath(uid))
+			}
+		}
+	})
 }
 
 // vars are the variables a transcript against the emulator can use.

@@ -80,6 +80,16 @@ func (s *Server) Sandboxes() []SandboxView {
 	return out
 }
 
+// PTYSessionIDs lists the ID of every PTY session created since the server
+// started, in order, across sandboxes (deleted ones included). Sandbox
+// processes share the machine's /tmp, so a test removes what the sessions
+// it caused left there by their IDs.
+func (s *Server) PTYSessionIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ptyIDs)
+}
+
 // Sandbox returns one sandbox by ID or name.
 func (s *Server) Sandbox(idOrName string) (SandboxView, bool) {
 	s.mu.Lock()

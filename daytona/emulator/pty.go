@@ -146,6 +146,7 @@ func (s *Server) newPtyLocked(sb *sandbox, req ptyCreate) (*ptySession, int, str
 		}
 	}
 	sb.ptys[pt.id] = pt
+	s.ptyIDs = append(s.ptyIDs, pt.id)
 	return pt, 0, ""
 }
 

@@ -44,6 +44,7 @@ type Server struct {
 	recordings  map[*Recording]struct{}
 	sshAccess   map[string]*sshAccess // by token
 	issued      map[string]bool       // every secret handed out (IssuedSecrets)
+	ptyIDs      []string              // every PTY session ID created (PTYSessionIDs)
 
 	snapshotFaults []*snapshotFaultEntry
 	procs          map[*proc]struct{} // every live process, across sandboxes
