@@ -10,6 +10,8 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -88,16 +90,33 @@ func TestExecuteAbandonsTheSilentStreamOfAnEndedCommand(t *testing.T) {
 
 // TestExecuteKeepsFollowingTheSilentStreamOfARunningCommand: silence while
 // the command still runs is not a reason to leave the stream; the watchdog
-// asks, finds no exit code, and waits on.
+// asks, finds no exit code, and waits on. The command stays silent until
+// the watchdog has asked (a fixed sleep could end, on a loaded machine,
+// before the first check).
 func TestExecuteKeepsFollowingTheSilentStreamOfARunningCommand(t *testing.T) {
 	t.Parallel()
 	env := emulatortest.Start(t, emulator.Options{})
 	w := safetyWorker(t, Timing{SilentStreamCheck: 50 * time.Millisecond, SilentStreamGrace: 50 * time.Millisecond}, nil)
 	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
 
+	flag := filepath.Join(t.TempDir(), "checked")
 	rec := env.Server.Record()
-	r := executeResult(t, l, `"command":"sh","args":["-c","echo a; sleep 1; echo b"]`)
+	checked := make(chan bool, 1)
+	go func() {
+		// Let the command go on once the watchdog has asked twice during
+		// its silence (or after a bound, and the assertions below then
+		// fail): the silence then outlasts the grace a watchdog that
+		// wrongly abandons the stream would give it.
+		deadline := time.Now().Add(30 * time.Second)
+		for rec.Count(routeGetCommand, l.id) < 2 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		checked <- rec.Count(routeGetCommand, l.id) >= 2
+		_ = os.WriteFile(flag, nil, 0o644)
+	}()
+	r := executeResult(t, l, `"command":"sh","args":["-c","echo a; while [ ! -e '`+flag+`' ]; do sleep 0.02; done; echo b"]`)
 	rec.Stop()
+	assert.True(t, <-checked, "the watchdog asked during the silence")
 	assert.Equal(t, 0, exitCodeOf(r))
 	assert.Equal(t, "a\nb\n", r.Stdout)
 	assert.GreaterOrEqual(t, rec.Count(routeGetCommand, l.id), 2, "the watchdog checked during the silence, and the exit code was read")
