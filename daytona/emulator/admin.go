@@ -32,6 +32,9 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /_emulator/sandboxes", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Sandboxes())
 	})
+	mux.HandleFunc("GET /_emulator/pty-sessions", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.PTYSessionIDs())
+	})
 	mux.HandleFunc("GET /_emulator/sandboxes/{id}", func(w http.ResponseWriter, r *http.Request) {
 		v, ok := s.Sandbox(r.PathValue("id"))
 		if !ok {

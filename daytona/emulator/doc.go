@@ -101,6 +101,7 @@
 // HTTP, same bearer key, JSON:
 //
 //	GET    /_emulator/sandboxes                        [SandboxView]
+//	GET    /_emulator/pty-sessions                     [every PTY session ID created, in order]
 //	GET    /_emulator/sandboxes/{idOrName}             SandboxView
 //	POST   /_emulator/sandboxes/{idOrName}/stop        StopBehindClientsBack → 204
 //	POST   /_emulator/sandboxes/{idOrName}/error       {"reason":"…","recoverable":false} → 204

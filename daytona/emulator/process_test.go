@@ -536,3 +536,24 @@ func TestPTYKillRightAfterConnectedReachesTheClient(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return env.Server.LiveProcesses() == 0 }, 10*time.Second, 10*time.Millisecond)
 }
+
+// Every PTY session created is listed, in order, also once its sandbox is
+// gone (tests remove what the sessions left in the shared /tmp by it).
+func TestPTYSessionIDsListsEverySessionCreated(t *testing.T) {
+	t.Parallel()
+	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+	a, b := c.create(nil)["id"].(string), c.create(nil)["id"].(string)
+	for _, p := range []struct{ sandbox, id string }{{a, "paperclip-duplex-1"}, {b, "pty-2"}, {a, "paperclip-duplex-3"}} {
+		r := c.tb(p.sandbox, "POST", "/process/pty", map[string]any{"id": p.id, "lazyStart": true})
+		require.Equal(t, 201, r.status, "%s", r.body)
+	}
+	require.Equal(t, 409, c.tb(a, "POST", "/process/pty", map[string]any{"id": "paperclip-duplex-1", "lazyStart": true}).status)
+	want := []string{"paperclip-duplex-1", "pty-2", "paperclip-duplex-3"}
+	assert.Equal(t, want, env.Server.PTYSessionIDs())
+	require.Equal(t, 200, c.api("DELETE", "/sandbox/"+a, nil).status)
+	r := c.do("GET", env.HTTP.URL+"/_emulator/pty-sessions", nil)
+	require.Equal(t, 200, r.status)
+	var listed []string
+	require.NoError(t, json.Unmarshal(r.body, &listed))
+	assert.Equal(t, want, listed)
+}

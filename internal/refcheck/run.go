@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/pty"
 )
 
 // Command starts one worker: Argv[0] with the rest as arguments.
@@ -417,6 +418,13 @@ func (e *emulatorEnv) vars() map[string]string {
 func (e *emulatorEnv) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	// Sandbox processes share this machine's /tmp, where a duplex channel
+	// leaves its diagnostics file (as in a real sandbox).
+	for _, id := range e.srv.PTYSessionIDs() {
+		if uid, ok := strings.CutPrefix(id, "paperclip-duplex-"); ok {
+			_ = os.Remove(pty.DiagnosticsPath(uid))
+		}
+	}
 	_ = e.srv.Close()
 	_ = e.http.Shutdown(ctx)
 	_ = os.RemoveAll(e.root)

@@ -41,6 +41,13 @@ before(async () => {
 
 after(async () => {
   await manager?.stopAll();
+  // Sandbox processes share this machine's /tmp, where a duplex channel
+  // leaves its diagnostics file (as in a real sandbox).
+  for (const id of (await emulator?.admin("pty-sessions").catch(() => [])) ?? []) {
+    if (id.startsWith("paperclip-duplex-")) {
+      rmSync(`/tmp/paperclip-duplex-${id.slice("paperclip-duplex-".length)}.log`, { force: true });
+    }
+  }
   await emulator?.stop();
   if (install) rmSync(install.scratch, { recursive: true, force: true });
 });
