@@ -8,30 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paperclipai/daytona-worker/internal/procstat"
 )
 
-// procMemory returns a process's peak and current resident memory
-// (VmHWM and VmRSS) in MiB.
-func procMemory(pid int) (peak, rss float64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(fields[1], 64)
-		switch fields[0] {
-		case "VmHWM:":
-			peak = kb / 1024
-		case "VmRSS:":
-			rss = kb / 1024
-		}
-	}
-	return peak, rss, nil
-}
+// procMemory returns a process's peak and current resident memory in MiB.
+var procMemory = procstat.Memory
 
 // procCPU is the CPU time (user and system) a process's threads have used,
 // from each thread's schedstat, in nanoseconds: the clock-tick counts of

@@ -7,10 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/paperclipai/daytona-worker/internal/procstat"
 )
 
 const initializeLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"manifest":{},"config":{},"instanceInfo":{"instanceId":"bench","hostVersion":"1"},"apiVersion":1}}` + "\n"
@@ -131,22 +131,9 @@ func BenchmarkHealthLatency(b *testing.B) {
 // procMemory returns VmHWM and VmRSS of pid in MiB.
 func procMemory(b *testing.B, pid int) (hwm, rss float64) {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	hwm, rss, err := procstat.Memory(pid)
 	if err != nil {
 		b.Skip("no /proc on this system")
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		if len(fields) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(fields[1], 64)
-		switch fields[0] {
-		case "VmHWM:":
-			hwm = kb / 1024
-		case "VmRSS:":
-			rss = kb / 1024
-		}
 	}
 	return hwm, rss
 }

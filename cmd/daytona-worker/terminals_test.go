@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/procstat"
 )
 
 // terminalLease starts an emulator and a worker, acquires a lease (the
@@ -618,15 +619,12 @@ func asleep(procs []string) bool {
 
 // procRSS reads a memory field (VmRSS:, VmHWM:) of a process, in MiB.
 func procRSS(t *testing.T, pid int, field string) float64 {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	peak, rss, err := procstat.Memory(pid)
 	if err != nil {
 		t.Skip("no /proc on this system")
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
+	if field == "VmHWM:" {
+		return peak
 	}
-	return 0
+	return rss
 }
