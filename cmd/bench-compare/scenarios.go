@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -60,30 +58,11 @@ func startEmulator(bin string) (*emu, error) {
 	if bin != "" {
 		return startEmulatorProcess(bin)
 	}
-	root, err := os.MkdirTemp("", "bench-compare-emulator-")
+	l, err := emulator.ServeLoopback(emulator.Options{})
 	if err != nil {
 		return nil, err
 	}
-	srv, err := emulator.New(emulator.Options{Root: root})
-	if err != nil {
-		_ = os.RemoveAll(root)
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = srv.Close()
-		_ = os.RemoveAll(root)
-		return nil, err
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	return &emu{apiURL: "http://" + ln.Addr().String() + "/api", close: func() {
-		_ = srv.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		_ = os.RemoveAll(root)
-	}}, nil
+	return &emu{apiURL: l.APIURL, close: func() { _ = l.Close() }}, nil
 }
 
 // startEmulatorProcess runs the daytona-emulator binary (its temporary root

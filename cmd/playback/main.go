@@ -11,17 +11,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -59,38 +55,18 @@ func main() {
 
 // startEmulator serves a local Daytona on a loopback port and fills vars.
 func startEmulator(vars transcript.Vars, out io.Writer) (stop func(), err error) {
-	root, err := os.MkdirTemp("", "daytona-emulator-")
-	if err != nil {
-		return nil, err
-	}
 	quiet := zerolog.Nop()
-	srv, err := emulator.New(emulator.Options{Root: root, Logger: &quiet})
+	l, err := emulator.ServeLoopback(emulator.Options{Logger: &quiet})
 	if err != nil {
-		os.RemoveAll(root)
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		srv.Close()
-		os.RemoveAll(root)
-		return nil, err
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	apiURL := "http://" + ln.Addr().String() + "/api"
-	cfg, _ := json.Marshal(map[string]any{"apiKey": emulator.DevAPIKey, "apiUrl": apiURL, "timeoutMs": 60000})
-	vars["DAYTONA_API_URL"] = transcript.StringVar(apiURL)
+	cfg, _ := json.Marshal(map[string]any{"apiKey": emulator.DevAPIKey, "apiUrl": l.APIURL, "timeoutMs": 60000})
+	vars["DAYTONA_API_URL"] = transcript.StringVar(l.APIURL)
 	vars["DAYTONA_API_KEY"] = transcript.StringVar(emulator.DevAPIKey)
-	vars["EMULATOR_ROOT"] = transcript.StringVar(root)
+	vars["EMULATOR_ROOT"] = transcript.StringVar(l.Root())
 	vars["CFG"] = cfg
-	fmt.Fprintf(out, "local Daytona emulator at %s (sandboxes under %s)\n", apiURL, root)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx)
-		srv.Close()
-		os.RemoveAll(root)
-	}, nil
+	fmt.Fprintf(out, "local Daytona emulator at %s (sandboxes under %s)\n", l.APIURL, l.Root())
+	return func() { _ = l.Close() }, nil
 }
 
 func play(path, workerPath string, vars transcript.Vars, verbose bool, out io.Writer) error {

@@ -306,7 +306,7 @@ func isRequest(raw json.RawMessage) bool {
 }
 
 func (p *player) hook(h *Hook) error {
-	s := p.env.srv
+	s := p.env.emu.Server
 	resolve := func(v string) (string, error) { return p.substitute(v) }
 	switch {
 	case h.Fault != nil:
@@ -360,46 +360,31 @@ func (p *player) hook(h *Hook) error {
 
 // emulatorEnv is one side's emulator, served on loopback.
 type emulatorEnv struct {
-	srv    *emulator.Server
-	http   *http.Server
+	emu    *emulator.Loopback
 	url    string // http://127.0.0.1:PORT
 	root   string
 	closed string // an address nothing listens on
 }
 
 func startEmulator(setup EmulatorSetup) (*emulatorEnv, error) {
-	root, err := os.MkdirTemp("", "refcheck-emulator-")
-	if err != nil {
-		return nil, err
-	}
 	nop := zerolog.Nop()
-	opts := emulator.Options{Root: root, Logger: &nop, ReturnTransitional: setup.Transitional}
+	opts := emulator.Options{Logger: &nop, ReturnTransitional: setup.Transitional}
 	if setup.StepDelayMs > 0 {
 		opts.StepDelay = time.Duration(setup.StepDelayMs) * time.Millisecond
 	}
-	srv, err := emulator.New(opts)
-	if err != nil {
-		_ = os.RemoveAll(root)
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		_ = srv.Close()
-		_ = os.RemoveAll(root)
-		return nil, err
-	}
+	// An address nothing listens on, for the scenarios of an unreachable
+	// Daytona.
 	closedLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		_ = ln.Close()
-		_ = srv.Close()
-		_ = os.RemoveAll(root)
 		return nil, err
 	}
 	closed := closedLn.Addr().String()
 	_ = closedLn.Close()
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 30 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	return &emulatorEnv{srv: srv, http: hs, url: "http://" + ln.Addr().String(), root: srv.Root(), closed: closed}, nil
+	l, err := emulator.ServeLoopback(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &emulatorEnv{emu: l, url: l.URL, root: l.Root(), closed: closed}, nil
 }
 
 func (e *emulatorEnv) vars() map[string]string {
@@ -416,18 +401,14 @@ func (e *emulatorEnv) vars() map[string]string {
 }
 
 func (e *emulatorEnv) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	// Sandbox processes share this machine's /tmp, where a duplex channel
 	// leaves its diagnostics file (as in a real sandbox).
-	for _, id := range e.srv.PTYSessionIDs() {
+	for _, id := range e.emu.PTYSessionIDs() {
 		if uid, ok := strings.CutPrefix(id, "paperclip-duplex-"); ok {
 			_ = os.Remove(pty.DiagnosticsPath(uid))
 		}
 	}
-	_ = e.srv.Close()
-	_ = e.http.Shutdown(ctx)
-	_ = os.RemoveAll(e.root)
+	_ = e.emu.Close()
 }
 
 // sandboxesLine describes the emulator's sandboxes once no lifecycle step is
@@ -436,7 +417,7 @@ func (e *emulatorEnv) sandboxesLine() ([]byte, error) {
 	deadline := time.Now().Add(5 * time.Second)
 	var views []emulator.SandboxView
 	for {
-		views = e.srv.Sandboxes()
+		views = e.emu.Sandboxes()
 		settled := true
 		for _, v := range views {
 			if strings.HasSuffix(v.State, "ing") {
