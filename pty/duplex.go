@@ -21,6 +21,21 @@ const maxLaunchLine = 4000
 // DiagnosticsPath is where a duplex channel's stderr goes in the sandbox.
 func DiagnosticsPath(uid string) string { return "/tmp/paperclip-duplex-" + uid + ".log" }
 
+// duplexPTYPrefix starts the ID of a duplex channel's PTY session; the rest
+// is the uid of its DiagnosticsPath.
+const duplexPTYPrefix = "paperclip-duplex-"
+
+// DiagnosticsPathOfPTY is the diagnostics file of the duplex channel whose
+// PTY session is ptyID (ok is false for any other PTY), for tools that run
+// sandboxes on this machine and remove what those sessions left in /tmp.
+func DiagnosticsPathOfPTY(ptyID string) (path string, ok bool) {
+	uid, ok := strings.CutPrefix(ptyID, duplexPTYPrefix)
+	if !ok {
+		return "", false
+	}
+	return DiagnosticsPath(uid), true
+}
+
 // shellQuote makes s one single-quoted shell word ('"'"' for a quote), as the
 // reference's duplex wrapper does.
 func shellQuote(s string) string {

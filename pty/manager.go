@@ -162,7 +162,7 @@ func (m *Manager) register(login bool, hostRouteID, lease string) (*session, err
 		s.ptyID = "paperclip-login-pty-" + id
 	} else {
 		s.route = Route{HostRouteID: hostRouteID, SessionID: "duplex-" + id}
-		s.ptyID = "paperclip-duplex-" + id
+		s.ptyID = duplexPTYPrefix + id
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

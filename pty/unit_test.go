@@ -245,3 +245,13 @@ func TestMemoryForgetsTheOldestFirst(t *testing.T) {
 		t.Errorf("len = %d", m.len())
 	}
 }
+
+func TestDiagnosticsPathOfPTY(t *testing.T) {
+	uid := "0b7e2a9c-1111-4222-8333-444455556666"
+	if path, ok := DiagnosticsPathOfPTY("paperclip-duplex-" + uid); !ok || path != DiagnosticsPath(uid) {
+		t.Errorf("duplex PTY: %q, %v; want %q", path, ok, DiagnosticsPath(uid))
+	}
+	if _, ok := DiagnosticsPathOfPTY("paperclip-login-pty-" + uid); ok {
+		t.Error("a login PTY has no diagnostics file")
+	}
+}

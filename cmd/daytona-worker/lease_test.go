@@ -40,8 +40,8 @@ func startEmulator(t *testing.T, opts emulator.Options) *emulatorEnv {
 func removeDuplexDiagnostics(tb testing.TB, env *emulatortest.Env) {
 	tb.Cleanup(func() {
 		for _, id := range env.Server.PTYSessionIDs() {
-			if uid, ok := strings.CutPrefix(id, "paperclip-duplex-"); ok {
-				_ = os.Remove(pty.DiagnosticsPath(uid))
+			if path, ok := pty.DiagnosticsPathOfPTY(id); ok {
+				_ = os.Remove(path)
 			}
 		}
 	})

@@ -404,8 +404,8 @@ func (e *emulatorEnv) close() {
 	// Sandbox processes share this machine's /tmp, where a duplex channel
 	// leaves its diagnostics file (as in a real sandbox).
 	for _, id := range e.emu.PTYSessionIDs() {
-		if uid, ok := strings.CutPrefix(id, "paperclip-duplex-"); ok {
-			_ = os.Remove(pty.DiagnosticsPath(uid))
+		if path, ok := pty.DiagnosticsPathOfPTY(id); ok {
+			_ = os.Remove(path)
 		}
 	}
 	_ = e.emu.Close()
