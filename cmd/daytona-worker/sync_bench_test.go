@@ -220,6 +220,20 @@ func (t *syncBenchTotals) report(b *testing.B, size int64) {
 	b.ReportMetric(t.workerCPU.Seconds()/float64(b.N), "worker-cpu-s")
 }
 
+// endRound adds what a round's worker used, and the emulator's raw transfer
+// of size bytes each way (timed after the syncs, in the same sandbox), then
+// ends the round's lease and worker.
+func (t *syncBenchTotals) endRound(b *testing.B, h *host, env *emulatorEnv, l lease, size int64) {
+	b.Helper()
+	hwm, _ := procMemory(b, h.pid)
+	t.peak = max(t.peak, hwm)
+	t.workerCPU += procCPU(b, h.pid)
+	up, down := rawTransfer(b, env, l.id, l.remoteCwd, size)
+	t.rawUp, t.rawDown = t.rawUp+up, t.rawDown+down
+	h.destroy(l)
+	h.shutdown()
+}
+
 // BenchmarkSyncTree syncs the tree in (full, then incremental) and out.
 func BenchmarkSyncTree(b *testing.B) {
 	files := benchEnvInt(b, "DAYTONA_BENCH_SYNC_FILES", 10_000)
@@ -259,16 +273,10 @@ func BenchmarkSyncTree(b *testing.B) {
 		if n, bytes := treeSize(b, out); n != files || bytes != size {
 			b.Fatalf("host holds %d files, %d bytes; want %d, %d (%v)", n, bytes, files, size, res)
 		}
-		hwm, _ := procMemory(b, h.pid)
-		t.peak = max(t.peak, hwm)
-		t.workerCPU += procCPU(b, h.pid)
 		if err := os.RemoveAll(out); err != nil {
 			b.Fatal(err)
 		}
-		up, down := rawTransfer(b, env, l.id, l.remoteCwd, size)
-		t.rawUp, t.rawDown = t.rawUp+up, t.rawDown+down
-		h.destroy(l)
-		h.shutdown()
+		t.endRound(b, h, env, l, size)
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -320,16 +328,10 @@ func BenchmarkSyncFile(b *testing.B) {
 		if fi, err := os.Stat(out); err != nil || fi.Size() != size {
 			b.Fatalf("host file: %v", err)
 		}
-		hwm, _ := procMemory(b, h.pid)
-		t.peak = max(t.peak, hwm)
-		t.workerCPU += procCPU(b, h.pid)
 		if err := os.Remove(out); err != nil {
 			b.Fatal(err)
 		}
-		up, down := rawTransfer(b, env, l.id, l.remoteCwd, size)
-		t.rawUp, t.rawDown = t.rawUp+up, t.rawDown+down
-		h.destroy(l)
-		h.shutdown()
+		t.endRound(b, h, env, l, size)
 		b.StartTimer()
 	}
 	b.StopTimer()
