@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
@@ -456,19 +457,16 @@ func (c *command) expired(ctx, runCtx context.Context) bool {
 func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *logRelay, prepared *daytona.PreparedStream) bool {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	activity := make(chan struct{}, 1)
+	act := newActivity()
 	watchDone := make(chan struct{})
 	go func() {
 		defer close(watchDone)
-		c.watchSilence(fctx, tb, sessionID, cmdID, activity, stop)
+		c.watchSilence(fctx, tb, sessionID, cmdID, act, stop)
 	}()
 	defer func() { stop(); <-watchDone }()
 	touch := func(w io.Writer) io.Writer {
 		return writerFunc(func(p []byte) (int, error) {
-			select {
-			case activity <- struct{}{}:
-			default:
-			}
+			act.touch()
 			return w.Write(p)
 		})
 	}
@@ -482,9 +480,27 @@ func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cm
 	return true
 }
 
+// activity records when a followed stream last delivered output. The stream
+// stamps it on every write (a log of 1 KiB frames writes 100,000 times per
+// 100 MB) and the watchdog reads it only when its timer fires: a channel
+// the stream signalled would wake the watchdog's goroutine for every frame.
+type activity struct {
+	base time.Time    // monotonic reference
+	last atomic.Int64 // nanoseconds after base of the last output
+}
+
+func newActivity() *activity { return &activity{base: time.Now()} }
+
+func (a *activity) touch() { a.last.Store(int64(time.Since(a.base))) }
+
+// silentFor returns how long the stream has been silent.
+func (a *activity) silentFor() time.Duration {
+	return time.Since(a.base) - time.Duration(a.last.Load())
+}
+
 // watchSilence abandons a stream that stays silent after its command ended
 // (a half-open connection never delivers the close frame).
-func (c *command) watchSilence(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, activity <-chan struct{}, abandon func()) {
+func (c *command) watchSilence(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, act *activity, abandon func()) {
 	check := c.w.timing.SilentStreamCheck
 	t := time.NewTimer(check)
 	defer t.Stop()
@@ -492,22 +508,26 @@ func (c *command) watchSilence(ctx context.Context, tb *daytona.Toolbox, session
 		select {
 		case <-ctx.Done():
 			return
-		case <-activity:
-			t.Reset(check)
 		case <-t.C:
-			cmd, err := tb.GetSessionCommand(ctx, sessionID, cmdID)
-			if err == nil && cmd.ExitCode != nil {
-				// Finished: give the close frame a moment, then stop waiting.
-				t.Reset(c.w.timing.SilentStreamGrace)
-				select {
-				case <-ctx.Done():
-				case <-t.C:
-					abandon()
-				}
-				return
-			}
-			t.Reset(check)
 		}
+		if silent := act.silentFor(); silent < check {
+			// Output came since the timer was set: wait out the rest of
+			// the silence from that output on.
+			t.Reset(check - silent)
+			continue
+		}
+		cmd, err := tb.GetSessionCommand(ctx, sessionID, cmdID)
+		if err == nil && cmd.ExitCode != nil {
+			// Finished: give the close frame a moment, then stop waiting.
+			t.Reset(c.w.timing.SilentStreamGrace)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+				abandon()
+			}
+			return
+		}
+		t.Reset(check)
 	}
 }
 

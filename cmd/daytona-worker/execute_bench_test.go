@@ -232,25 +232,28 @@ func benchLogFrameSize(b *testing.B) int {
 // throughput of our own client following the same command with no worker
 // (what the emulator itself can deliver on this machine).
 // With DAYTONA_BENCH_WORKER_CPUPROFILE=path each iteration's worker writes
-// its CPU profile to path.<iteration>.
+// its CPU profile to path.<iteration>; DAYTONA_BENCH_WORKER_ENV (space-separated
+// NAME=value) is added to each worker's environment (GOMAXPROCS, GOGC, ...).
 func BenchmarkExecuteRelay(b *testing.B) {
 	script, wantSum, size := relayBenchOutput(b)
 	env := benchEmulator(b, emulator.Options{LogFrameSize: benchLogFrameSize(b)})
-	var elapsed, directElapsed, workerCPU time.Duration
+	var elapsed, directElapsed, workerCPU, tail time.Duration
 	var notifications int
 	var peak float64
 	b.SetBytes(size)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		h := startHost(b, hostOptions{hashResults: true, args: workerProfileArgs(i)})
+		h := startHost(b, hostOptions{hashResults: true, args: workerProfileArgs(i), env: strings.Fields(os.Getenv("DAYTONA_BENCH_WORKER_ENV"))})
 		l := h.acquire(leaseConfig(env, ""))
 		cpu0 := procCPU(b, h.pid)
 		b.StartTimer()
 		start := time.Now()
-		r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", script}})
+		p, inv := h.start(l, cmdSpec{command: "sh", args: []string{"-c", script}})
+		r := h.result(p, inv)
 		elapsed += time.Since(start)
 		b.StopTimer()
+		tail += h.replyTime(p).Sub(r.Log.lastAt)
 		workerCPU += procCPU(b, h.pid) - cpu0
 		if r.Err != nil || r.StdoutSum == nil || r.StdoutSum.Sum != wantSum || r.Log.outHash.sum() != wantSum {
 			b.Fatalf("output mismatch: err %v, result %+v, execute.log %d bytes, want %d bytes", r.Err, r.StdoutSum, r.Log.outHash.n, size)
@@ -286,6 +289,10 @@ func BenchmarkExecuteRelay(b *testing.B) {
 	// not sharing the machine with the emulator and the host.
 	b.ReportMetric(mbps(workerCPU), "MB/s-per-worker-cpu")
 	b.ReportMetric(float64(notifications)/float64(b.N), "notifications/op")
+	// From the last execute.log to the reply: the result carrying the whole
+	// output again once the command has ended, a phase the direct client has
+	// no counterpart of.
+	b.ReportMetric(ms(tail/time.Duration(b.N)), "ms-tail")
 	b.ReportMetric(peak, "MiB-peak-rss")
 	b.ReportMetric(peak*(1<<20)/float64(size), "rss/output")
 }

@@ -99,7 +99,7 @@ type invocationLog struct {
 	maxChunkUnits    int // the largest chunk in UTF-16 units (the host's limit), or bytes below it
 	afterReply       int // notifications that came after the reply
 	replied          bool
-	firstAt          time.Time
+	firstAt, lastAt  time.Time // arrival of the first and the last chunk
 }
 
 type hashCounter struct {
@@ -244,8 +244,9 @@ func (h *host) dispatch(v any) {
 		if l.replied {
 			l.afterReply++
 		}
+		l.lastAt = time.Now()
 		if l.chunks == 0 {
-			l.firstAt = time.Now()
+			l.firstAt = l.lastAt
 		}
 		l.chunks++
 		// UTF-16 units never outnumber UTF-8 bytes: only a chunk that could
@@ -303,7 +304,7 @@ func (h *host) logs(inv string) (stdout, stderr string, l invocationLog) {
 	got := h.logLocked(inv)
 	return got.stdout.String(), got.stderr.String(), invocationLog{
 		hashed: got.hashed, chunks: got.chunks, maxChunkUnits: got.maxChunkUnits,
-		afterReply: got.afterReply, replied: got.replied, firstAt: got.firstAt,
+		afterReply: got.afterReply, replied: got.replied, firstAt: got.firstAt, lastAt: got.lastAt,
 		outHash: got.outHash, errHash: got.errHash,
 	}
 }

@@ -18,11 +18,17 @@ import (
 
 var update = flag.Bool("update", false, "rewrite transcript expectations from what the worker writes")
 
-// workerBin is the daytona-worker binary built once for these tests.
+// workerBin is the daytona-worker binary built once for these tests, or the
+// one DAYTONA_BENCH_WORKER_BIN names (benchmarks alternating two builds).
 var workerBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if bin := os.Getenv("DAYTONA_BENCH_WORKER_BIN"); bin != "" {
+		// A benchmark comparing two builds runs each in turn on this one.
+		workerBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "daytona-worker-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
