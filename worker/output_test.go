@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
 	"strings"
@@ -294,4 +295,47 @@ func TestBlockBufferHoldsLargeOutputExactly(t *testing.T) {
 	assert.EqualValues(t, want.Len(), b.Len())
 	assert.True(t, bytes.Equal(want.Bytes(), []byte(b.String())), "contents differ")
 	assert.Equal(t, largeBlockSize, cap(b.blocks[len(b.blocks)-1]), "the last blocks are large")
+}
+
+// wordNeedsEscape and plainPrefix against the byte-by-byte rule they speed up:
+// every byte value at every position of a word and of a 32-byte stride, and
+// random words.
+func TestPlainPrefixFindsEveryByteToEscape(t *testing.T) {
+	t.Parallel()
+	plain := func(c byte) bool { return c < utf8.RuneSelf && jsonPlain[c] }
+	naive := func(p []byte) int {
+		for i, c := range p {
+			if !plain(c) {
+				return i
+			}
+		}
+		return len(p)
+	}
+	buf := bytes.Repeat([]byte("a"), 80)
+	for c := range 256 {
+		for pos := range 40 {
+			p := bytes.Clone(buf)
+			p[pos] = byte(c)
+			require.Equal(t, naive(p), plainPrefix(p), "byte %#x at %d", c, pos)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var word [8]byte
+	for range 200_000 {
+		for i := range word {
+			// Mostly plain bytes, now and then one of each kind of the others.
+			switch rng.IntN(12) {
+			case 0:
+				word[i] = byte(rng.IntN(0x20))
+			case 1:
+				word[i] = byte(0x80 + rng.IntN(0x80))
+			case 2:
+				word[i] = `"\`[rng.IntN(2)]
+			default:
+				word[i] = byte(0x20 + rng.IntN(0x60))
+			}
+		}
+		want := naive(word[:]) < len(word)
+		require.Equal(t, want, wordNeedsEscape(binary.LittleEndian.Uint64(word[:])), "%q", word)
+	}
 }

@@ -238,6 +238,7 @@ func BenchmarkExecuteRelay(b *testing.B) {
 	script, wantSum, size := relayBenchOutput(b)
 	env := benchEmulator(b, emulator.Options{LogFrameSize: benchLogFrameSize(b)})
 	var elapsed, directElapsed, workerCPU, tail time.Duration
+	var busyRelay, busyDirect float64 // CPUs busy, summed over iterations
 	var notifications int
 	var peak float64
 	b.SetBytes(size)
@@ -249,9 +250,11 @@ func BenchmarkExecuteRelay(b *testing.B) {
 		cpu0 := procCPU(b, h.pid)
 		b.StartTimer()
 		start := time.Now()
+		busy0 := machineCPU(b)
 		p, inv := h.start(l, cmdSpec{command: "sh", args: []string{"-c", script}})
 		r := h.result(p, inv)
 		elapsed += time.Since(start)
+		busyRelay += machineCPU(b).since(busy0)
 		b.StopTimer()
 		tail += h.replyTime(p).Sub(r.Log.lastAt)
 		workerCPU += procCPU(b, h.pid) - cpu0
@@ -270,10 +273,12 @@ func BenchmarkExecuteRelay(b *testing.B) {
 		}
 		hs := newDigest()
 		start = time.Now()
+		busy0 = machineCPU(b)
 		if _, err := directSessionRun(ctx, tb, "bench-direct", "( "+script+" )", hs, io.Discard); err != nil {
 			b.Fatal(err)
 		}
 		directElapsed += time.Since(start)
+		busyDirect += machineCPU(b).since(busy0)
 		if hs.Sum64() != wantSum {
 			b.Fatal("direct output mismatch")
 		}
@@ -295,6 +300,49 @@ func BenchmarkExecuteRelay(b *testing.B) {
 	b.ReportMetric(ms(tail/time.Duration(b.N)), "ms-tail")
 	b.ReportMetric(peak, "MiB-peak-rss")
 	b.ReportMetric(peak*(1<<20)/float64(size), "rss/output")
+	// How many of the machine's CPUs were busy (with anything, other load
+	// included) during each side: near the CPU count, a side is CPU-bound.
+	b.ReportMetric(busyRelay/float64(b.N), "cpus-busy-relay")
+	b.ReportMetric(busyDirect/float64(b.N), "cpus-busy-direct")
+}
+
+// cpuTimes is the machine's CPU time from /proc/stat: busy and all, in ticks,
+// summed over its CPUs.
+type cpuTimes struct{ busy, total, cpus float64 }
+
+func machineCPU(b *testing.B) cpuTimes {
+	b.Helper()
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Skip("no /proc on this system")
+	}
+	var t cpuTimes
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) > 4 && fields[0] == "cpu":
+			// user nice system idle iowait irq softirq steal (guest time
+			// is counted in user already)
+			for i, f := range fields[1:min(len(fields), 9)] {
+				v, _ := strconv.ParseFloat(f, 64)
+				t.total += v
+				if i != 3 && i != 4 {
+					t.busy += v
+				}
+			}
+		case len(fields) > 0 && strings.HasPrefix(fields[0], "cpu"):
+			t.cpus++
+		}
+	}
+	return t
+}
+
+// since is the average number of CPUs busy from t0 to t.
+func (t cpuTimes) since(t0 cpuTimes) float64 {
+	if t.total <= t0.total {
+		return 0
+	}
+	return (t.busy - t0.busy) / (t.total - t0.total) * t.cpus
 }
 
 // startInProcessHost runs the worker inside the test binary (run, on
