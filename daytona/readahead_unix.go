@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"github.com/paperclipai/daytona-worker/internal/rawio"
 )
 
 // readAheadConn reads a connection through a buffer of readAheadSize bytes
@@ -77,11 +79,11 @@ func (c *readAheadConn) fill() error {
 	)
 	err := c.raw.Read(func(fd uintptr) bool {
 		buf := c.pool.get()
-		for {
-			n, rerr = syscall.Read(int(fd), buf[:])
-			if rerr != syscall.EINTR {
-				break
-			}
+		var errno syscall.Errno
+		n, errno = rawio.ReadFD(fd, buf[:])
+		rerr = nil
+		if errno != 0 {
+			rerr = errno
 		}
 		if rerr == syscall.EAGAIN {
 			// Nothing yet: give the buffer back while the poller waits.
@@ -111,6 +113,26 @@ func (c *readAheadConn) fill() error {
 	return nil
 }
 
-func (c *readAheadConn) opError(err error) error {
-	return &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+// Write writes all of p as net.Conn.Write does, with the system calls the
+// scheduler is not told about (see package rawio): a loopback write, or one
+// into a full socket buffer's worth of room, takes long enough for the
+// runtime's monitor to hand the worker's processor to another thread.
+func (c *readAheadConn) Write(p []byte) (int, error) {
+	n, err := rawio.Write(c.raw, p)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err
+		} else if errno, ok := err.(syscall.Errno); ok {
+			err = os.NewSyscallError("write", errno)
+		}
+		return n, c.opErrorOf("write", err)
+	}
+	return n, nil
+}
+
+func (c *readAheadConn) opError(err error) error { return c.opErrorOf("read", err) }
+
+func (c *readAheadConn) opErrorOf(op string, err error) error {
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

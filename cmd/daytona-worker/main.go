@@ -72,12 +72,12 @@ func main() {
 	var out io.Writer = stdout
 	var restores []func()
 	if f, restore, ok := pollable(0, os.Stdin.Name()); ok {
-		in = f
+		in = unannounced(f)
 		restores = append(restores, restore)
 	}
 	if f, restore, ok := pollable(1, stdout.Name()); ok {
 		growPipe(1)
-		out = f
+		out = unannounced(f)
 		restores = append(restores, restore)
 	}
 	code := run(os.Args[1:], in, out, os.Stderr)
