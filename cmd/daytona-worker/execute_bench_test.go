@@ -83,6 +83,11 @@ func workerProfileArgs(i int) []string {
 }
 
 // procCPU is the user+system CPU time pid has used.
+// benchWorkerEnv is what DAYTONA_BENCH_WORKER_ENV adds to the environment of
+// every benchmark's worker: space-separated NAME=value pairs, such as
+// GOMAXPROCS=2 or GOGC=400, to compare runtime settings.
+func benchWorkerEnv() []string { return strings.Fields(os.Getenv("DAYTONA_BENCH_WORKER_ENV")) }
+
 func procCPU(b *testing.B, pid int) time.Duration {
 	b.Helper()
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
@@ -113,11 +118,10 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // minus the same dispatch + log follow + exit-code read made directly with
 // our Daytona client, alternated so both see the same machine. Run it with
 // a fixed count for stable percentiles, e.g. -benchtime 300x.
-// DAYTONA_BENCH_WORKER_ENV adds space-separated NAME=value pairs to the
-// worker's environment (runtime settings such as GOGC=400, to compare).
+// DAYTONA_BENCH_WORKER_ENV sets the worker's environment (benchWorkerEnv).
 func BenchmarkExecuteOverhead(b *testing.B) {
 	env := benchEmulator(b, emulator.Options{})
-	h := startHost(b, hostOptions{args: workerProfileArgs(0), env: strings.Fields(os.Getenv("DAYTONA_BENCH_WORKER_ENV"))})
+	h := startHost(b, hostOptions{args: workerProfileArgs(0), env: benchWorkerEnv()})
 	l := h.acquire(leaseConfig(env, ""))
 	defer h.shutdown()
 	defer h.destroy(l)
@@ -245,7 +249,7 @@ func BenchmarkExecuteRelay(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		h := startHost(b, hostOptions{hashResults: true, args: workerProfileArgs(i), env: strings.Fields(os.Getenv("DAYTONA_BENCH_WORKER_ENV"))})
+		h := startHost(b, hostOptions{hashResults: true, args: workerProfileArgs(i), env: benchWorkerEnv()})
 		l := h.acquire(leaseConfig(env, ""))
 		cpu0 := procCPU(b, h.pid)
 		b.StartTimer()
@@ -478,7 +482,7 @@ func runBurst(b *testing.B, h *host, env *emulatorEnv, pid int, heapProfile stri
 func BenchmarkExecuteBurst(b *testing.B) {
 	env := benchEmulator(b, emulator.Options{})
 	for i := 0; i < b.N; i++ {
-		h := startHost(b, hostOptions{args: workerProfileArgs(i), env: strings.Fields(os.Getenv("DAYTONA_BENCH_WORKER_ENV"))})
+		h := startHost(b, hostOptions{args: workerProfileArgs(i), env: benchWorkerEnv()})
 		runBurst(b, h, env, h.pid, "")
 		h.shutdown()
 	}

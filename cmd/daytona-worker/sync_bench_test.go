@@ -251,7 +251,7 @@ func BenchmarkSyncTree(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		h := startHost(b, hostOptions{args: workerProfileArgs(i)})
+		h := startHost(b, hostOptions{args: workerProfileArgs(i), env: benchWorkerEnv()})
 		l := h.acquire(leaseConfig(env, `,"timeoutMs":3600000,"reuseLease":true`))
 		target := filepath.Join(l.remoteCwd, "tree")
 		b.StartTimer()
@@ -304,7 +304,7 @@ func BenchmarkSyncFile(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		h := startHost(b, hostOptions{args: workerProfileArgs(i)})
+		h := startHost(b, hostOptions{args: workerProfileArgs(i), env: benchWorkerEnv()})
 		l := h.acquire(leaseConfig(env, `,"timeoutMs":3600000,"reuseLease":true`))
 		target := filepath.Join(l.remoteCwd, "big.bin")
 		b.StartTimer()
