@@ -60,6 +60,9 @@ Environment:
   DAYTONA_WORKER_LOG_LEVEL
                      the log level when --log-level is not given (the host
                      starts the worker without flags)
+  GOMAXPROCS         processors for the worker's goroutines (default 1: the
+                     worker waits on I/O nearly all the time, and one
+                     processor spends the least CPU on that)
 `
 
 func main() {
