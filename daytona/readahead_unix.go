@@ -74,23 +74,18 @@ func (c *readAheadConn) Read(p []byte) (int, error) {
 // readAheadSize bytes) into a borrowed buffer.
 func (c *readAheadConn) fill() error {
 	var (
-		n    int
-		rerr error
+		n     int
+		errno syscall.Errno
 	)
 	err := c.raw.Read(func(fd uintptr) bool {
 		buf := c.pool.get()
-		var errno syscall.Errno
 		n, errno = rawio.ReadFD(fd, buf[:])
-		rerr = nil
-		if errno != 0 {
-			rerr = errno
-		}
-		if rerr == syscall.EAGAIN {
+		if errno == syscall.EAGAIN {
 			// Nothing yet: give the buffer back while the poller waits.
 			c.pool.put(buf)
 			return false
 		}
-		if rerr != nil || n <= 0 {
+		if errno != 0 || n <= 0 {
 			c.pool.put(buf)
 		} else {
 			c.buf, c.start, c.end = buf, 0, n
@@ -99,14 +94,9 @@ func (c *readAheadConn) fill() error {
 	})
 	switch {
 	case err != nil:
-		// Closed, or past a read deadline: report it as net.Conn.Read does.
-		var op *net.OpError
-		if errors.As(err, &op) {
-			err = op.Err
-		}
-		return c.opError(err)
-	case rerr != nil:
-		return c.opError(os.NewSyscallError("read", rerr))
+		return c.opError("read", err)
+	case errno != 0:
+		return c.opError("read", errno)
 	case n <= 0:
 		return io.EOF
 	}
@@ -120,19 +110,20 @@ func (c *readAheadConn) fill() error {
 func (c *readAheadConn) Write(p []byte) (int, error) {
 	n, err := rawio.Write(c.raw, p)
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) {
-			err = op.Err
-		} else if errno, ok := err.(syscall.Errno); ok {
-			err = os.NewSyscallError("write", errno)
-		}
-		return n, c.opErrorOf("write", err)
+		return n, c.opError("write", err)
 	}
 	return n, nil
 }
 
-func (c *readAheadConn) opError(err error) error { return c.opErrorOf("read", err) }
-
-func (c *readAheadConn) opErrorOf(op string, err error) error {
+// opError reports an error of op on the raw connection as net.Conn does: the
+// poller's (closed, past a deadline) unwrapped from its net.OpError, a system
+// call's as an os.SyscallError, inside a net.OpError naming both ends.
+func (c *readAheadConn) opError(op string, err error) error {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		err = opErr.Err
+	} else if errno, ok := err.(syscall.Errno); ok {
+		err = os.NewSyscallError(op, errno)
+	}
 	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

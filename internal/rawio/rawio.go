@@ -26,25 +26,19 @@ import (
 )
 
 // ReadFD reads once from the non-blocking descriptor fd into p.
-func ReadFD(fd uintptr, p []byte) (int, syscall.Errno) {
-	if len(p) == 0 {
-		return 0, 0
-	}
-	for {
-		n, errno := readFD(fd, p)
-		if errno != syscall.EINTR {
-			return n, errno
-		}
-	}
-}
+func ReadFD(fd uintptr, p []byte) (int, syscall.Errno) { return uninterrupted(readFD, fd, p) }
 
 // WriteFD writes once to the non-blocking descriptor fd from p.
-func WriteFD(fd uintptr, p []byte) (int, syscall.Errno) {
+func WriteFD(fd uintptr, p []byte) (int, syscall.Errno) { return uninterrupted(writeFD, fd, p) }
+
+// uninterrupted makes call on fd and p again for as long as a signal
+// interrupts it; an empty p makes no call.
+func uninterrupted(call func(uintptr, []byte) (int, syscall.Errno), fd uintptr, p []byte) (int, syscall.Errno) {
 	if len(p) == 0 {
 		return 0, 0
 	}
 	for {
-		n, errno := writeFD(fd, p)
+		n, errno := call(fd, p)
 		if errno != syscall.EINTR {
 			return n, errno
 		}

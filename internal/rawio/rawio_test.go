@@ -15,7 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestWriteAndReadOverLoopback(t *testing.T) {
+// loopback returns both ends of a loopback TCP connection, the client's as
+// the raw connection Read and Write take.
+func loopback(t *testing.T) (client syscall.RawConn, server net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
@@ -26,11 +29,19 @@ func TestWriteAndReadOverLoopback(t *testing.T) {
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
-	defer c.Close()
-	s := <-accepted
-	defer s.Close()
-	rc, err := c.(*net.TCPConn).SyscallConn()
+	server = <-accepted
+	require.NotNil(t, server)
+	t.Cleanup(func() {
+		_ = c.Close()
+		_ = server.Close()
+	})
+	client, err = c.(*net.TCPConn).SyscallConn()
 	require.NoError(t, err)
+	return client, server
+}
+
+func TestWriteAndReadOverLoopback(t *testing.T) {
+	rc, s := loopback(t)
 	n, err := Write(rc, []byte("hello"))
 	require.NoError(t, err)
 	require.Equal(t, 5, n)
@@ -41,21 +52,12 @@ func TestWriteAndReadOverLoopback(t *testing.T) {
 }
 
 func TestAWriteGoesOutWhileAReadWaits(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
+	rc, s := loopback(t)
 	go func() {
-		s, _ := ln.Accept()
 		buf := make([]byte, 5)
 		_, _ = io.ReadFull(s, buf)
 		_, _ = s.Write(buf)
-		_ = s.Close()
 	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(t, err)
-	defer c.Close()
-	rc, err := c.(*net.TCPConn).SyscallConn()
-	require.NoError(t, err)
 	got := make(chan string)
 	go func() {
 		buf := make([]byte, 5)
