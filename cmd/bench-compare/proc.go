@@ -44,16 +44,9 @@ func procCPU(pid int) (time.Duration, error) {
 // procFaults is the number of minor page faults a process has taken (each
 // first touch of a page of its memory), from /proc/PID/stat.
 func procFaults(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procstat.Stat(pid)
 	if err != nil {
 		return 0, err
-	}
-	// The fields after the command name (which may hold spaces): minflt is
-	// the 10th of the line, the 8th after the name.
-	rest := data[bytes.LastIndexByte(data, ')')+2:]
-	f := strings.Fields(string(rest))
-	if len(f) < 8 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
 	}
 	return strconv.ParseFloat(f[7], 64)
 }

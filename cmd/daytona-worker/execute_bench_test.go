@@ -17,6 +17,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/internal/procstat"
 )
 
 // benchEmulator starts an emulator for a benchmark.
@@ -82,22 +83,19 @@ func workerProfileArgs(i int) []string {
 	return []string{"--cpuprofile", path + "." + strconv.Itoa(i)}
 }
 
-// procCPU is the user+system CPU time pid has used.
 // benchWorkerEnv is what DAYTONA_BENCH_WORKER_ENV adds to the environment of
 // every benchmark's worker: space-separated NAME=value pairs, such as
 // GOMAXPROCS=2 or GOGC=400, to compare runtime settings.
 func benchWorkerEnv() []string { return strings.Fields(os.Getenv("DAYTONA_BENCH_WORKER_ENV")) }
 
+// procCPU is the user+system CPU time pid has used, in clock ticks (100 per
+// second on Linux).
 func procCPU(b *testing.B, pid int) time.Duration {
 	b.Helper()
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procstat.Stat(pid)
 	if err != nil {
 		b.Skip("no /proc on this system")
 	}
-	// Fields after the command name (which may hold spaces): utime and
-	// stime are the 12th and 13th, in clock ticks (100 per second on Linux).
-	rest := string(data[bytes.LastIndexByte(data, ')')+2:])
-	f := strings.Fields(rest)
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
@@ -258,7 +256,7 @@ func BenchmarkExecuteRelay(b *testing.B) {
 		p, inv := h.start(l, cmdSpec{command: "sh", args: []string{"-c", script}})
 		r := h.result(p, inv)
 		elapsed += time.Since(start)
-		busyRelay += machineCPU(b).since(busy0)
+		busyRelay += machineCPU(b).BusySince(busy0)
 		b.StopTimer()
 		tail += h.replyTime(p).Sub(r.Log.lastAt)
 		workerCPU += procCPU(b, h.pid) - cpu0
@@ -282,7 +280,7 @@ func BenchmarkExecuteRelay(b *testing.B) {
 			b.Fatal(err)
 		}
 		directElapsed += time.Since(start)
-		busyDirect += machineCPU(b).since(busy0)
+		busyDirect += machineCPU(b).BusySince(busy0)
 		if hs.Sum64() != wantSum {
 			b.Fatal("direct output mismatch")
 		}
@@ -310,43 +308,14 @@ func BenchmarkExecuteRelay(b *testing.B) {
 	b.ReportMetric(busyDirect/float64(b.N), "cpus-busy-direct")
 }
 
-// cpuTimes is the machine's CPU time from /proc/stat: busy and all, in ticks,
-// summed over its CPUs.
-type cpuTimes struct{ busy, total, cpus float64 }
-
-func machineCPU(b *testing.B) cpuTimes {
+// machineCPU is the machine's CPU time (procstat.Machine).
+func machineCPU(b *testing.B) procstat.CPUTimes {
 	b.Helper()
-	data, err := os.ReadFile("/proc/stat")
+	t, err := procstat.Machine()
 	if err != nil {
 		b.Skip("no /proc on this system")
 	}
-	var t cpuTimes
-	for _, line := range strings.Split(string(data), "\n") {
-		fields := strings.Fields(line)
-		switch {
-		case len(fields) > 4 && fields[0] == "cpu":
-			// user nice system idle iowait irq softirq steal (guest time
-			// is counted in user already)
-			for i, f := range fields[1:min(len(fields), 9)] {
-				v, _ := strconv.ParseFloat(f, 64)
-				t.total += v
-				if i != 3 && i != 4 {
-					t.busy += v
-				}
-			}
-		case len(fields) > 0 && strings.HasPrefix(fields[0], "cpu"):
-			t.cpus++
-		}
-	}
 	return t
-}
-
-// since is the average number of CPUs busy from t0 to t.
-func (t cpuTimes) since(t0 cpuTimes) float64 {
-	if t.total <= t0.total {
-		return 0
-	}
-	return (t.busy - t0.busy) / (t.total - t0.total) * t.cpus
 }
 
 // startInProcessHost runs the worker inside the test binary (run, on
