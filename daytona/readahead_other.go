@@ -6,4 +6,4 @@ import "net"
 
 // newReadAheadConn reads ahead only on Unix (see readahead_unix.go); here the
 // connection is read as it is.
-func newReadAheadConn(conn net.Conn, _ bufferPool) net.Conn { return conn }
+func newReadAheadConn(conn net.Conn, _ bufferPool, _ *lateCloser) net.Conn { return conn }

@@ -4,10 +4,12 @@ package daytona
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -33,7 +35,7 @@ func loopbackPair(t *testing.T, pool bufferPool) (client *readAheadConn, server 
 	require.NoError(t, err)
 	server = <-accepted
 	require.NotNil(t, server)
-	c, ok := newReadAheadConn(raw, pool).(*readAheadConn)
+	c, ok := newReadAheadConn(raw, pool, nil).(*readAheadConn)
 	require.True(t, ok, "a TCP connection reads ahead")
 	t.Cleanup(func() {
 		_ = c.Close()
@@ -165,20 +167,99 @@ func pollUntil(d time.Duration, cond func() bool) bool {
 
 func TestReadAheadHonoursDeadlinesAndClose(t *testing.T) {
 	t.Parallel()
-	c, _ := loopbackPair(t, newBufferPool())
-	require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Millisecond)))
-	_, err := c.Read(make([]byte, 16))
-	assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
-	var ne net.Error
-	require.ErrorAs(t, err, &ne)
-	assert.True(t, ne.Timeout())
+	for _, tc := range []struct {
+		name   string
+		closer *lateCloser
+	}{
+		{"closed at once", nil},
+		{"closed late", newLateCloser(time.Hour, 8)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, server := loopbackPair(t, newBufferPool())
+			c.closer = tc.closer
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(10*time.Millisecond)))
+			_, err := c.Read(make([]byte, 16))
+			assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+			var ne net.Error
+			require.ErrorAs(t, err, &ne)
+			assert.True(t, ne.Timeout())
 
-	require.NoError(t, c.SetReadDeadline(time.Time{}))
-	errc := make(chan error)
-	go func() {
-		_, err := c.Read(make([]byte, 16))
-		errc <- err
-	}()
+			require.NoError(t, c.SetReadDeadline(time.Time{}))
+			errc := make(chan error)
+			go func() {
+				_, err := c.Read(make([]byte, 16))
+				errc <- err
+			}()
+			require.NoError(t, c.Close())
+			assert.ErrorIs(t, <-errc, net.ErrClosed, "a waiting read fails as on a closed connection")
+
+			// The peer sees the end at once, however late the descriptor closes
+			// (the deadline only bounds a failing test).
+			require.NoError(t, server.SetReadDeadline(time.Now().Add(30*time.Second)))
+			n, err := server.Read(make([]byte, 16))
+			assert.Zero(t, n)
+			assert.ErrorIs(t, err, io.EOF)
+
+			for name, err := range map[string]error{
+				"read":     func() error { _, err := c.Read(make([]byte, 16)); return err }(),
+				"big read": func() error { _, err := c.Read(make([]byte, readAheadSize)); return err }(),
+				"write":    func() error { _, err := c.Write([]byte("x")); return err }(),
+				"close":    c.Close(),
+			} {
+				assert.ErrorIs(t, err, net.ErrClosed, "%s after Close", name)
+				var opErr *net.OpError
+				assert.ErrorAs(t, err, &opErr, "%s after Close", name)
+			}
+		})
+	}
+}
+
+func TestReadAheadClosedLateKeepsTheDescriptorUntilFlushed(t *testing.T) {
+	t.Parallel()
+	closer := newLateCloser(time.Hour, 8)
+	c, _ := loopbackPair(t, newBufferPool())
+	c.closer = closer
+	inner := c.Conn.(*net.TCPConn)
+	descriptorOpen := func() bool {
+		rc, err := inner.SyscallConn()
+		require.NoError(t, err)
+		return rc.Control(func(uintptr) {}) == nil
+	}
 	require.NoError(t, c.Close())
-	assert.ErrorIs(t, <-errc, net.ErrClosed)
+	assert.True(t, descriptorOpen(), "shut down, parked")
+	assert.Equal(t, 1, closer.parkedCount())
+	closer.flush()
+	assert.False(t, descriptorOpen(), "closed by the flush")
+}
+
+func TestHTTPClientDialClosesParkedDescriptors(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_, _ = io.Copy(io.Discard, c)
+				_ = c.Close()
+			}()
+		}
+	}()
+	dial := NewHTTPClient().Transport.(*http.Transport).DialContext
+	first, err := dial(context.Background(), "tcp", ln.Addr().String())
+	require.NoError(t, err)
+	raw := first.(*readAheadConn)
+	require.NoError(t, first.Close())
+	inner, err := raw.Conn.(*net.TCPConn).SyscallConn()
+	require.NoError(t, err)
+	require.NoError(t, inner.Control(func(uintptr) {}), "parked until the next dial")
+	second, err := dial(context.Background(), "tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer second.Close()
+	assert.Error(t, inner.Control(func(uintptr) {}), "the next dial closed it")
 }

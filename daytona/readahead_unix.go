@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/paperclipai/daytona-worker/internal/rawio"
@@ -27,16 +28,19 @@ import (
 // the bytes in flight, not of the connections open.
 type readAheadConn struct {
 	net.Conn
-	raw  syscall.RawConn
-	pool bufferPool
+	raw    syscall.RawConn
+	pool   bufferPool
+	closer *lateCloser // nil: Close closes at once
+	closed atomic.Bool
 
 	buf        *[readAheadSize]byte // borrowed; nil when nothing is buffered
 	start, end int
 }
 
 // newReadAheadConn wraps conn; a connection without a file descriptor (not
-// a TCP or Unix socket) is returned as it is.
-func newReadAheadConn(conn net.Conn, pool bufferPool) net.Conn {
+// a TCP or Unix socket) is returned as it is. closer, when not nil, closes
+// its descriptor after Close (see lateCloser).
+func newReadAheadConn(conn net.Conn, pool bufferPool, closer *lateCloser) net.Conn {
 	sc, ok := conn.(syscall.Conn)
 	if !ok {
 		return conn
@@ -45,17 +49,24 @@ func newReadAheadConn(conn net.Conn, pool bufferPool) net.Conn {
 	if err != nil {
 		return conn
 	}
-	return &readAheadConn{Conn: conn, raw: raw, pool: pool}
+	return &readAheadConn{Conn: conn, raw: raw, pool: pool, closer: closer}
 }
 
 func (c *readAheadConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	if c.closed.Load() {
+		return 0, c.opError("read", net.ErrClosed)
+	}
 	if c.buf == nil {
 		if len(p) >= readAheadSize {
 			// The caller's buffer is as large as ours: no copy.
-			return c.Conn.Read(p)
+			n, err := c.Conn.Read(p)
+			if err != nil && c.closed.Load() {
+				return 0, c.opError("read", net.ErrClosed)
+			}
+			return n, err
 		}
 		if err := c.fill(); err != nil {
 			return 0, err
@@ -93,6 +104,13 @@ func (c *readAheadConn) fill() error {
 		return true
 	})
 	switch {
+	case c.closed.Load():
+		// Shut down by Close while waiting: what a closed net.Conn reports.
+		if c.buf != nil {
+			c.pool.put(c.buf)
+			c.buf = nil
+		}
+		return c.opError("read", net.ErrClosed)
 	case err != nil:
 		return c.opError("read", err)
 	case errno != 0:
@@ -108,11 +126,39 @@ func (c *readAheadConn) fill() error {
 // into a full socket buffer's worth of room, takes long enough for the
 // runtime's monitor to hand the worker's processor to another thread.
 func (c *readAheadConn) Write(p []byte) (int, error) {
+	if c.closed.Load() {
+		return 0, c.opError("write", net.ErrClosed)
+	}
 	n, err := rawio.Write(c.raw, p)
 	if err != nil {
+		if c.closed.Load() {
+			err = net.ErrClosed
+		}
 		return n, c.opError("write", err)
 	}
 	return n, nil
+}
+
+// Close ends the connection as net.Conn.Close does: the peer sees its end at
+// once, and a Read or Write waiting on it, or made after, fails with
+// net.ErrClosed. With a lateCloser the descriptor itself is closed later (see
+// lateCloser): the connection is shut down in both directions here, with a
+// system call the scheduler is not told about, which wakes the waiting Read
+// or Write as closing would.
+func (c *readAheadConn) Close() error {
+	if c.closer == nil {
+		return c.Conn.Close()
+	}
+	if !c.closed.CompareAndSwap(false, true) {
+		return c.opError("close", net.ErrClosed)
+	}
+	err := c.raw.Control(func(fd uintptr) { rawio.Shutdown(fd) })
+	if err != nil {
+		// The descriptor is unusable already: nothing to wait for.
+		return c.Conn.Close()
+	}
+	c.closer.park(c.Conn)
+	return nil
 }
 
 // opError reports an error of op on the raw connection as net.Conn does: the

@@ -57,6 +57,13 @@ func rawWrite(fd uintptr, p []byte) (int, syscall.Errno) {
 	return int(n), errno
 }
 
+// Shutdown shuts the socket fd down for reading and writing, as close(2)
+// would end the connection, but keeps the descriptor.
+func Shutdown(fd uintptr) syscall.Errno {
+	_, _, errno := syscall.RawSyscall(syscall.SYS_SHUTDOWN, fd, syscall.SHUT_RDWR, 0)
+	return errno
+}
+
 // Read reads once from rc into p, waiting through the poller while there is
 // nothing to read. n == 0 with a nil error is the end of the input. The
 // error is the poller's (closed, past a deadline) or a syscall.Errno.
