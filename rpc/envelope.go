@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/paperclipai/daytona-worker/internal/rawjson"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -41,39 +42,34 @@ var errNotObject = errors.New("Message must be a JSON object")
 // official worker runtime does. A returned error is a parse error to answer
 // with -32700. It never includes the line's content: a malformed line may
 // carry secrets, and the reply goes back to the host, which logs it.
+//
+// A valid object (every line the host sends) is checked once and then split
+// into its members without decoding them: the members the handlers read
+// are decoded once, by the handlers. Anything else takes json.Unmarshal's
+// path for its exact error.
 func parseMessage(line []byte) (*message, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(line, &obj); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			if line[0] == '[' {
-				// An array is an object to JavaScript: it fails the
-				// version check, its "jsonrpc" member being undefined.
-				return nil, fmt.Errorf(`Invalid or missing jsonrpc version (expected "2.0", got undefined)`)
-			}
-			return nil, errNotObject
-		}
-		return nil, fmt.Errorf("Invalid JSON: %s", describeSyntaxError(err))
+	var obj envelope
+	if !splitEnvelope(line, &obj) {
+		return nil, parseError(line)
 	}
-	if obj == nil { // the line was `null`
-		return nil, errNotObject
-	}
-	if v, ok := obj["jsonrpc"]; !ok || !bytes.Equal(bytes.TrimSpace(v), []byte(`"2.0"`)) {
-		return nil, fmt.Errorf(`Invalid or missing jsonrpc version (expected "2.0", got %s)`, describeVersion(v, ok))
+	if v := obj.jsonrpc; v == nil || !bytes.Equal(v, []byte(`"2.0"`)) {
+		return nil, fmt.Errorf(`Invalid or missing jsonrpc version (expected "2.0", got %s)`, describeVersion(v, v != nil))
 	}
 
 	m := &message{}
-	id, hasID := obj["id"]
-	result, hasResult := obj["result"]
-	errObj, hasError := obj["error"]
-	rawMethod, hasMethod := obj["method"]
+	id, hasID := obj.id, obj.id != nil
+	hasResult, hasError := obj.result != nil, obj.errObj != nil
+	hasMethod := obj.method != nil
 	var method string
-	methodIsString := hasMethod && isJSONString(rawMethod) && json.Unmarshal(rawMethod, &method) == nil
+	methodIsString := hasMethod && isJSONString(obj.method)
+	if methodIsString {
+		method = rawjson.String(obj.method)
+	}
 
 	switch {
 	case hasID && (hasResult || hasError):
 		m.kind = kindResponse
-		m.id, m.result, m.errObj = id, result, errObj
+		m.id, m.result, m.errObj = id, obj.result, obj.errObj
 	case methodIsString && hasID && !isJSONNull(id):
 		m.kind = kindRequest
 		m.id, m.method = id, method
@@ -92,10 +88,8 @@ func parseMessage(line []byte) (*message, error) {
 		}
 		return m, nil
 	}
-	if p, ok := obj["params"]; ok {
-		m.params = p
-	}
-	if raw, ok := obj["paperclipInvocation"]; ok {
+	m.params = obj.params
+	if raw := obj.invocation; raw != nil {
 		var inv protocol.Invocation
 		// A malformed invocation is ignored rather than fatal: the host only
 		// uses it to scope and trace, and the Node runtime does not check it.
@@ -104,6 +98,26 @@ func parseMessage(line []byte) (*message, error) {
 		}
 	}
 	return m, nil
+}
+
+// parseError is the parse error of a line that is not a valid JSON object,
+// as json.Unmarshal into an object reports it.
+func parseError(line []byte) error {
+	var obj map[string]json.RawMessage
+	err := json.Unmarshal(line, &obj)
+	if err == nil { // the line was `null`
+		return errNotObject
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		if line[0] == '[' {
+			// An array is an object to JavaScript: it fails the
+			// version check, its "jsonrpc" member being undefined.
+			return fmt.Errorf(`Invalid or missing jsonrpc version (expected "2.0", got undefined)`)
+		}
+		return errNotObject
+	}
+	return fmt.Errorf("Invalid JSON: %s", describeSyntaxError(err))
 }
 
 func isJSONString(raw json.RawMessage) bool {
