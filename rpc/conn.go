@@ -154,7 +154,7 @@ func New(in io.Reader, out io.Writer, opts Options) *Conn {
 	c.idle = newIdleRelease(opts.IdleReleaseBytes, opts.IdleReleaseDelay, opts.IdleRelease)
 	c.out = newWriter(out, tapOut)
 	c.out.counted = c.idle.wrote
-	c.stream = newStream(in, c.out, c.log, opts.Tap)
+	c.stream = newStream(in, c.out, c.log, opts.Tap, c.dispatch)
 	return c
 }
 
@@ -193,14 +193,9 @@ func (c *Conn) Serve(ctx context.Context, h Handler) error {
 	return result
 }
 
-// dispatch is the library's handler; it runs on the read goroutine, so it
+// dispatch runs on the read goroutine for each request from the host, so it
 // only registers the request and starts its goroutine.
-func (c *Conn) dispatch(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request) {
-	m := c.stream.take(r.ID)
-	if m == nil {
-		c.log.Error().Str("id", r.ID.String()).Msg("internal: request vanished before dispatch")
-		return
-	}
+func (c *Conn) dispatch(m *message) {
 	req := &Request{ID: m.id, Method: m.method, Params: m.params, Invocation: m.invocation, Received: time.Now()}
 
 	c.mu.Lock()
@@ -460,11 +455,13 @@ func (c *Conn) callError(ctx context.Context, method string, err error) error {
 	return fmt.Errorf("call %s: %w", method, err)
 }
 
-// libraryHandler adapts Conn.dispatch to jsonrpc2.Handler.
+// libraryHandler is the library's request handler, which nothing reaches:
+// the stream hands requests to Conn.dispatch itself and passes the library
+// responses only.
 type libraryHandler struct{ c *Conn }
 
-func (h libraryHandler) Handle(ctx context.Context, jc *jsonrpc2.Conn, r *jsonrpc2.Request) {
-	h.c.dispatch(ctx, jc, r)
+func (h libraryHandler) Handle(_ context.Context, _ *jsonrpc2.Conn, r *jsonrpc2.Request) {
+	h.c.log.Error().Str("method", r.Method).Msg("internal: a request reached the library")
 }
 
 // libraryLogger routes jsonrpc2's own messages to the debug log.

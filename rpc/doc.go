@@ -1,9 +1,9 @@
 // Package rpc is the worker's JSON-RPC 2.0 transport: newline-delimited JSON
 // on stdin/stdout, built on github.com/sourcegraph/jsonrpc2.
 //
-// The library's Conn runs the read loop, dispatches requests and keeps the
-// table of pending worker→host calls. Everything the library gets wrong for a
-// Paperclip worker is done here instead:
+// The library's Conn runs the read loop and keeps the table of pending
+// worker→host calls. Everything the library gets wrong for a Paperclip worker
+// is done here instead:
 //
 //   - Framing: our own line stream, with no line-size limit short of memory.
 //     The stock stream closes the connection on the first malformed line; ours
@@ -11,9 +11,12 @@
 //   - Classification: messages are classified exactly as the Paperclip SDK's
 //     type guards do (response, then request, then notification), with the
 //     same parse errors for a non-object or a wrong "jsonrpc" member.
-//   - Ids: the library only knows unsigned integer and string ids. Each
-//     incoming request id is kept as raw JSON and the library sees a private
-//     sequence number, so the reply echoes the id with its exact JSON type.
+//   - Requests: the stream hands each request from the host to the Conn
+//     itself, parsed once (the line checked, then split into its members),
+//     with its id kept as raw JSON so the reply echoes it with its exact
+//     JSON type; the library, which only knows unsigned integer and string
+//     ids and would decode a re-encoded copy of each request, sees only the
+//     responses to the worker's own calls.
 //   - Output: replies and notifications are written by this package, in the
 //     Node worker's key order, with "result":null for void results, never an
 //     id on a notification, one message per write so lines never interleave,
