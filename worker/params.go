@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/paperclipai/daytona-worker/internal/rawjson"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -63,6 +64,9 @@ func paramsObject(method string, raw json.RawMessage) (map[string]json.RawMessag
 	case "object":
 	default:
 		return map[string]json.RawMessage{}, nil
+	}
+	if obj, ok := rawjson.Object(trimmed); ok {
+		return obj, nil
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &obj); err != nil {
@@ -182,12 +186,12 @@ func nested(obj map[string]json.RawMessage, key string, fn func(map[string]json.
 	if !ok || jsonKindOf(v) != "object" {
 		return
 	}
-	var inner map[string]json.RawMessage
-	if json.Unmarshal(v, &inner) != nil {
+	inner, ok := rawjson.Object(v)
+	if !ok {
 		return
 	}
 	fn(inner)
-	b, err := json.Marshal(inner)
+	b, err := rawjson.AppendObject(nil, inner)
 	if err == nil {
 		obj[key] = b
 	}
@@ -222,7 +226,7 @@ func decodeDriverParams(method string, raw json.RawMessage, v any, prepare func(
 			return err
 		}
 	}
-	b, err := json.Marshal(obj)
+	b, err := rawjson.AppendObject(nil, obj)
 	if err != nil {
 		return protocol.InvalidParams(method, err)
 	}
