@@ -24,6 +24,9 @@ type blockBuffer struct {
 	blocks [][]byte
 	n      int64
 	large  *largeBlocks // nil: heap blocks only
+	// escapes is where the relay's notifications found bytes to escape
+	// (empty unless the blocks were relayed): the result copies the rest.
+	escapes escapeMap
 }
 
 // largeBlocks lends the large blocks of a worker's outputs and counts the
@@ -112,6 +115,22 @@ func (b *blockBuffer) take(c *blockCursor, n int) [][]byte {
 	return out
 }
 
+// next returns the bytes after c, at most n and all in one block (no copy),
+// and moves c past them; nil when nothing is left.
+func (b *blockBuffer) next(c *blockCursor, n int) []byte {
+	for n > 0 && c.blk < len(b.blocks) {
+		blk := b.blocks[c.blk]
+		if c.off == len(blk) {
+			c.blk, c.off = c.blk+1, 0
+			continue
+		}
+		k := min(len(blk)-c.off, n)
+		c.off += k
+		return blk[c.off-k : c.off : c.off]
+	}
+	return nil
+}
+
 // endsWith reports whether the last byte written is c.
 func (b *blockBuffer) endsWith(c byte) bool {
 	if len(b.blocks) == 0 {
@@ -135,14 +154,32 @@ func (b *blockBuffer) String() string {
 
 // writeJSONString writes the buffer as one JSON string, escaping as
 // encoding/json does (invalid UTF-8 becomes U+FFFD) but without HTML
-// escaping and without ever holding the whole encoding in memory.
+// escaping and without ever holding the whole encoding in memory. Where
+// b.escapes describes the bytes, their verbatim runs are copied without
+// being searched again.
 func (b *blockBuffer) writeJSONString(w io.Writer) error {
 	// Room for the text and a few escapes, up to what one flush holds:
 	// most commands print little, and every execute writes two of these.
 	e := jsonStringWriter{w: w, buf: make([]byte, 0, min(b.n+b.n/4+16, escapeFlushBytes+8*escapePieceBytes))}
 	e.buf = append(e.buf, '"')
-	for _, blk := range b.blocks {
-		if err := e.write(blk); err != nil {
+	var c blockCursor
+	pieces, covered := b.escapes.pairs()
+	for _, runs := range pieces {
+		for len(runs) > 0 {
+			verbatim, n := binary.Uvarint(runs)
+			special, k := binary.Uvarint(runs[n:])
+			runs = runs[n+k:]
+			if err := e.copyRun(b, &c, int(verbatim)); err != nil {
+				return err
+			}
+			if err := e.escapeRun(b, &c, int(special)); err != nil {
+				return err
+			}
+		}
+	}
+	for p := b.next(&c, int(b.n-covered)); p != nil; p = b.next(&c, int(b.n-covered)) {
+		covered += int64(len(p))
+		if err := e.write(p); err != nil {
 			return err
 		}
 	}
@@ -154,12 +191,80 @@ func (b *blockBuffer) writeJSONString(w io.Writer) error {
 	return e.flush()
 }
 
+// copyRun appends the next n bytes of b, which JSON carries as they are; a
+// long run goes to w straight from the blocks.
+func (e *jsonStringWriter) copyRun(b *blockBuffer, c *blockCursor, n int) error {
+	if n >= escapeFlushBytes {
+		if err := e.flush(); err != nil {
+			return err
+		}
+		for n > 0 {
+			p := b.next(c, n)
+			if p == nil {
+				return nil
+			}
+			n -= len(p)
+			if _, err := e.w.Write(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for n > 0 {
+		p := b.next(c, min(n, escapeFlushBytes))
+		if p == nil {
+			return nil
+		}
+		n -= len(p)
+		e.buf = append(e.buf, p...)
+		if len(e.buf) >= escapeFlushBytes {
+			if err := e.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// escapeRun escapes the next n bytes of b, a special run of b.escapes: it
+// ends on a rune boundary, so whatever is left carried at its end is
+// invalid UTF-8 in the whole output too.
+func (e *jsonStringWriter) escapeRun(b *blockBuffer, c *blockCursor, n int) error {
+	if n <= escapePieceBytes {
+		if p := b.next(c, n); len(p) == n {
+			// The common case: a newline, a quote, a short run of controls.
+			e.escape(p)
+			if len(e.buf) >= escapeFlushBytes {
+				return e.flush()
+			}
+			return nil
+		} else if p != nil {
+			n -= len(p)
+			if err := e.write(p); err != nil {
+				return err
+			}
+		}
+	}
+	for n > 0 {
+		p := b.next(c, n)
+		if p == nil {
+			break
+		}
+		n -= len(p)
+		if err := e.write(p); err != nil {
+			return err
+		}
+	}
+	return e.finish()
+}
+
 // jsonStringWriter escapes UTF-8 text into a JSON string body, carrying an
 // incomplete rune across calls.
 type jsonStringWriter struct {
 	w     io.Writer
 	buf   []byte
 	carry []byte
+	m     *escapeMap // if set, told where escaping was needed
 }
 
 func (e *jsonStringWriter) write(p []byte) error {
@@ -231,13 +336,22 @@ func (e *jsonStringWriter) flush() error {
 const hexDigits = "0123456789abcdef"
 
 func (e *jsonStringWriter) escape(p []byte) {
-	buf := e.buf
+	buf, m := e.buf, e.m
 	start := 0
+	special := 0 // bytes escaped since the map was last told
 	for i := 0; i < len(p); {
 		c := p[i]
 		if c < utf8.RuneSelf {
 			if jsonPlain[c] {
-				i += plainPrefix(p[i:])
+				n := plainPrefix(p[i:])
+				i += n
+				if m != nil {
+					if special > 0 {
+						m.addSpecial(special)
+						special = 0
+					}
+					m.addVerbatim(n)
+				}
 				continue
 			}
 			if start < i {
@@ -252,6 +366,7 @@ func (e *jsonStringWriter) escape(p []byte) {
 			buf = buf[:n+int(asciiEscapes[c].n)]
 			i++
 			start = i
+			special++
 			continue
 		}
 		r, size := utf8.DecodeRune(p[i:])
@@ -260,6 +375,7 @@ func (e *jsonStringWriter) escape(p []byte) {
 			buf = append(buf, `\ufffd`...)
 			i++
 			start = i
+			special++
 			continue
 		}
 		if r == '\u2028' || r == '\u2029' {
@@ -268,9 +384,20 @@ func (e *jsonStringWriter) escape(p []byte) {
 			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
 			i += size
 			start = i
+			special += size
 			continue
 		}
 		i += size
+		if m != nil {
+			if special > 0 {
+				m.addSpecial(special)
+				special = 0
+			}
+			m.addVerbatim(size)
+		}
+	}
+	if m != nil && special > 0 {
+		m.addSpecial(special)
 	}
 	e.buf = append(buf, p[start:]...)
 }

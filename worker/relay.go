@@ -70,8 +70,12 @@ func newLogRelay(send func(stream, chunk string) error) *logRelay {
 // large outputs are held in blocks from large (nil: the heap's).
 func newLogNotifier(large *largeBlocks, notify func(params any) error) *logRelay {
 	var r *logRelay
+	var sent [2]int64 // sender only: each stream's bytes handed to notify
 	r = startLogRelay(func(stream int, chunk [][]byte) error {
-		return notify(&logChunk{stream: streamNames[stream], chunk: chunk, scratch: &r.scratch})
+		at := sent[stream]
+		sent[stream] += int64(runLen(chunk))
+		return notify(&logChunk{stream: streamNames[stream], chunk: chunk, scratch: &r.scratch,
+			escapes: &r.out[stream].escapes, at: at})
 	})
 	r.out[0].large, r.out[1].large = large, large
 	return r
@@ -212,11 +216,18 @@ type logChunk struct {
 	stream  string
 	chunk   [][]byte
 	scratch *[]byte // reused between notifications (one sender at a time)
+	// escapes, if set, learns where chunk (at that offset of its stream)
+	// needs escaping, for the result to reuse (see escapeMap).
+	escapes *escapeMap
+	at      int64
 }
 
 // WriteJSON implements rpc.JSONStreamer.
 func (c *logChunk) WriteJSON(w io.Writer) error {
 	e := jsonStringWriter{w: w, buf: (*c.scratch)[:0]}
+	if c.escapes != nil && c.escapes.continuesAt(c.at) {
+		e.m = c.escapes
+	}
 	e.buf = append(e.buf, `{"stream":"`...)
 	e.buf = append(e.buf, c.stream...)
 	e.buf = append(e.buf, `","chunk":"`...)
