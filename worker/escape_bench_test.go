@@ -39,3 +39,33 @@ func BenchmarkJSONStringEscapeControl(b *testing.B) {
 		_ = e.flush()
 	}
 }
+
+// BenchmarkResultJSON measures writing a relayed result of 1000-byte lines
+// (8 MB), with the notifications' escape map ("mapped") and, as before the
+// map, searching every byte again ("searched").
+func BenchmarkResultJSON(b *testing.B) {
+	var out bytes.Buffer
+	for i := 0; out.Len() < 8<<20; i++ {
+		fmt.Fprintf(&out, "%09d %s\n", i, strings.Repeat("a", 989))
+	}
+	for _, mapped := range []bool{true, false} {
+		b.Run(map[bool]string{true: "mapped", false: "searched"}[mapped], func(b *testing.B) {
+			var buf blockBuffer
+			buf.Write(out.Bytes())
+			if mapped {
+				var c blockCursor
+				var scratch []byte
+				chunk := &logChunk{stream: "stdout", chunk: buf.take(&c, out.Len()), scratch: &scratch, escapes: &buf.escapes}
+				if err := chunk.WriteJSON(io.Discard); err != nil || buf.escapes.dropped {
+					b.Fatal("no map", err)
+				}
+			}
+			b.SetBytes(int64(out.Len()))
+			for b.Loop() {
+				if err := buf.writeJSONString(io.Discard); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
