@@ -187,7 +187,8 @@ func relayBenchLines(b *testing.B) int {
 
 // relayBenchOutput is the command of BenchmarkExecuteRelay with the digest
 // and size of its stdout: DAYTONA_BENCH_RELAY_MB megabytes of 1000-byte text
-// lines, or with DAYTONA_BENCH_RELAY_OUTPUT=control of lines of \x03 bytes
+// lines, with DAYTONA_BENCH_RELAY_OUTPUT=line of one line, or with
+// DAYTONA_BENCH_RELAY_OUTPUT=control of lines of \x03 bytes
 // (output at its most expensive to escape: six bytes of JSON per byte; not
 // \x01 or \x02, which the log format takes for stream markers when three
 // come in a row).
@@ -206,8 +207,19 @@ func relayBenchOutput(b *testing.B) (script string, sum uint64, size int64) {
 		script = fmt.Sprintf(`awk 'BEGIN { pad = sprintf("%%999s", ""); gsub(/ /, "\003", pad); `+
 			`for (i = 1; i <= %d; i++) print pad }'`, n)
 		return script, h.Sum64(), int64(n) * 1000
+	case "line":
+		// One line (no newline until the very end): the output JSON carries
+		// verbatim, in the fewest and largest notifications.
+		h := newDigest()
+		chunk := bytes.Repeat([]byte("a"), 1000)
+		for range n - 1 {
+			_, _ = h.Write(chunk)
+		}
+		_, _ = h.Write(append(chunk[:999], '\n'))
+		script = fmt.Sprintf(`head -c %d /dev/zero | tr '\0' a; echo`, n*1000-1)
+		return script, h.Sum64(), int64(n) * 1000
 	default:
-		b.Fatalf("DAYTONA_BENCH_RELAY_OUTPUT=%q: want text or control", kind)
+		b.Fatalf("DAYTONA_BENCH_RELAY_OUTPUT=%q: want text, line or control", kind)
 		return "", 0, 0
 	}
 }
