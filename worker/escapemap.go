@@ -50,7 +50,13 @@ func (m *escapeMap) closePair() {
 		return
 	}
 	if n := len(m.runs); n == 0 || cap(m.runs[n-1])-len(m.runs[n-1]) < 2*binary.MaxVarintLen64 {
-		m.runs = append(m.runs, make([]byte, 0, escapeMapPiece))
+		// Pieces grow from small (most commands print a few lines, and
+		// a burst runs a thousand at once) to escapeMapPiece.
+		size := 64
+		if n > 0 {
+			size = min(4*cap(m.runs[n-1]), escapeMapPiece)
+		}
+		m.runs = append(m.runs, make([]byte, 0, size))
 	}
 	last := &m.runs[len(m.runs)-1]
 	n := len(*last)
@@ -84,17 +90,11 @@ func (m *escapeMap) continuesAt(at int64) bool {
 	return true
 }
 
-// pairs returns the map's runs (pieces of whole pairs), the open pair
-// closed, and how many bytes they describe (none once dropped).
-func (m *escapeMap) pairs() ([][]byte, int64) {
+// pairs returns the map's closed pairs (pieces of whole pairs), its open
+// pair, and how many bytes all of them describe (none once dropped).
+func (m *escapeMap) pairs() (closed [][]byte, verbatim, special, covered int64) {
 	if m.dropped {
-		return nil, 0
+		return nil, 0, 0, 0
 	}
-	if m.verbatim > 0 || m.special > 0 {
-		m.closePair()
-		if m.dropped {
-			return nil, 0
-		}
-	}
-	return m.runs, m.covered
+	return m.runs, m.verbatim, m.special, m.covered
 }

@@ -198,3 +198,28 @@ func TestRelayResultReusesNotificationsEscapes(t *testing.T) {
 		})
 	}
 }
+
+// A command printing a few lines costs its map a few bytes (a burst holds
+// a thousand); a long output's map grows in pieces of at most escapeMapPiece.
+func TestEscapeMapStartsSmall(t *testing.T) {
+	t.Parallel()
+	mapCap := func(m *escapeMap) (total, largest int) {
+		for _, p := range m.runs {
+			total += cap(p)
+			largest = max(largest, cap(p))
+		}
+		return total, largest
+	}
+	small := []byte("total 8\n-rw-r--r-- 1 root root 6 \"a b\"\nok\n")
+	got, b := relayedResult(t, small, len(small), len(small))
+	require.Equal(t, stdJSON(small), got)
+	total, _ := mapCap(&b.escapes)
+	assert.LessOrEqual(t, total, 64)
+
+	data := sparseText(3<<20, 5)
+	got, b = relayedResult(t, data, 65536, 65536)
+	require.Equal(t, stdJSON(data), got)
+	total, largest := mapCap(&b.escapes)
+	assert.LessOrEqual(t, largest, escapeMapPiece)
+	assert.LessOrEqual(t, total, maxEscapeMapBytes(int64(len(data)))+escapeMapPiece)
+}

@@ -163,19 +163,25 @@ func (b *blockBuffer) writeJSONString(w io.Writer) error {
 	e := jsonStringWriter{w: w, buf: make([]byte, 0, min(b.n+b.n/4+16, escapeFlushBytes+8*escapePieceBytes))}
 	e.buf = append(e.buf, '"')
 	var c blockCursor
-	pieces, covered := b.escapes.pairs()
+	pieces, verbatim, special, covered := b.escapes.pairs()
 	for _, runs := range pieces {
 		for len(runs) > 0 {
-			verbatim, n := binary.Uvarint(runs)
-			special, k := binary.Uvarint(runs[n:])
+			v, n := binary.Uvarint(runs)
+			s, k := binary.Uvarint(runs[n:])
 			runs = runs[n+k:]
-			if err := e.copyRun(b, &c, int(verbatim)); err != nil {
+			if err := e.copyRun(b, &c, int(v)); err != nil {
 				return err
 			}
-			if err := e.escapeRun(b, &c, int(special)); err != nil {
+			if err := e.escapeRun(b, &c, int(s)); err != nil {
 				return err
 			}
 		}
+	}
+	if err := e.copyRun(b, &c, int(verbatim)); err != nil {
+		return err
+	}
+	if err := e.escapeRun(b, &c, int(special)); err != nil {
+		return err
 	}
 	for p := b.next(&c, int(b.n-covered)); p != nil; p = b.next(&c, int(b.n-covered)) {
 		covered += int64(len(p))
