@@ -152,13 +152,20 @@ func (m *Manager) OpenDuplex(ctx context.Context, tb *daytona.Toolbox, req Duple
 			return errClosedWhileOpening
 		}
 		if err := term.send(ctx, []byte(wrapper+"\r")); err != nil {
-			return err
+			select {
+			case <-term.done():
+				// The shell ended before it took the launch line: the same
+				// end as below, whichever the send or the close came first.
+				return errEndedBeforeCommand
+			default:
+				return err
+			}
 		}
 		select {
 		case <-filter.ready:
 			return nil
 		case <-term.done():
-			return errors.New("Daytona duplex channel: the terminal ended before the command started")
+			return errEndedBeforeCommand
 		case <-ctx.Done():
 			return fmt.Errorf("Daytona duplex channel: the terminal did not reach raw mode: %w", ctx.Err())
 		}
@@ -166,6 +173,8 @@ func (m *Manager) OpenDuplex(ctx context.Context, tb *daytona.Toolbox, req Duple
 }
 
 const placeholderUID = "00000000-0000-0000-0000-000000000000"
+
+var errEndedBeforeCommand = errors.New("Daytona duplex channel: the terminal ended before the command started")
 
 // duplexSession finds the live channel of the exact pair; nil without error
 // when that pair was closed.
