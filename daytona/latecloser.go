@@ -77,13 +77,6 @@ func (l *lateCloser) takeLocked() []io.Closer {
 	return batch
 }
 
-// parkedCount is how many descriptors wait to be closed.
-func (l *lateCloser) parkedCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.parked)
-}
-
 func closeAll(batch []io.Closer) {
 	for _, c := range batch {
 		_ = c.Close()

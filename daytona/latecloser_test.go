@@ -9,6 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// parkedCount is how many descriptors wait to be closed.
+func (l *lateCloser) parkedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.parked)
+}
+
 // countingCloser counts its Close calls.
 type countingCloser struct{ closes atomic.Int32 }
 

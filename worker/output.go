@@ -101,16 +101,9 @@ type blockCursor struct{ blk, off int }
 // take itself is serialised with Write.
 func (b *blockBuffer) take(c *blockCursor, n int) [][]byte {
 	var out [][]byte
-	for n > 0 && c.blk < len(b.blocks) {
-		blk := b.blocks[c.blk]
-		if c.off == len(blk) {
-			c.blk, c.off = c.blk+1, 0
-			continue
-		}
-		k := min(len(blk)-c.off, n)
-		out = append(out, blk[c.off:c.off+k:c.off+k])
-		c.off += k
-		n -= k
+	for p := b.next(c, n); p != nil; p = b.next(c, n) {
+		out = append(out, p)
+		n -= len(p)
 	}
 	return out
 }
