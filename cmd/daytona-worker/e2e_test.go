@@ -249,6 +249,41 @@ func TestLogLevelFromTheEnvironment(t *testing.T) {
 	assert.Contains(t, p.stderr.String(), `unknown log level "loud"`)
 }
 
+// TestOneProcessorUnlessGOMAXPROCSIsSet: the worker runs on one processor
+// from its start (internal/oneprocessor) unless the host's environment sets
+// GOMAXPROCS; an empty variable counts as unset, as it does for the runtime.
+func TestOneProcessorUnlessGOMAXPROCSIsSet(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		env  []string
+		want float64
+	}{
+		{name: "unset", want: 1},
+		{name: "empty", env: []string{"GOMAXPROCS="}, want: 1},
+		{name: "set", env: []string{"GOMAXPROCS=3"}, want: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, tt.env, "--log-level", "debug")
+			s.initialize()
+			s.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown"}`)
+			s.recv()
+			code, err := s.p.Wait()
+			require.NoError(t, err)
+			require.Equal(t, 0, code, "stderr: %s", s.p.stderr.String())
+			var serving map[string]any
+			for _, line := range strings.Split(s.p.stderr.String(), "\n") {
+				if strings.Contains(line, `"message":"serving"`) {
+					require.NoError(t, json.Unmarshal([]byte(line), &serving), line)
+				}
+			}
+			require.NotNil(t, serving, "no serving line in stderr: %s", s.p.stderr.String())
+			assert.Equal(t, tt.want, serving["gomaxprocs"])
+		})
+	}
+}
+
 func TestCPUProfileIsWrittenOnShutdown(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "cpu.pprof")

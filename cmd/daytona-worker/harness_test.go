@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -24,6 +25,11 @@ var workerBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	if os.Getenv("GOMAXPROCS") == "" {
+		// main.go's import of internal/oneprocessor put this process on one
+		// processor too; the tests run emulators and many workers at once.
+		runtime.SetDefaultGOMAXPROCS()
+	}
 	if bin := os.Getenv("DAYTONA_BENCH_WORKER_BIN"); bin != "" {
 		// A benchmark comparing two builds runs each in turn on this one.
 		workerBin = bin

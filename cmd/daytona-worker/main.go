@@ -23,6 +23,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	// One processor from the start of the process (see the package).
+	_ "github.com/paperclipai/daytona-worker/internal/oneprocessor"
 	"github.com/paperclipai/daytona-worker/internal/transcript"
 	"github.com/paperclipai/daytona-worker/rpc"
 	"github.com/paperclipai/daytona-worker/worker"
@@ -66,7 +68,6 @@ Environment:
 `
 
 func main() {
-	oneProcessor(os.Getenv)
 	// Keep the real stdout for the protocol and point os.Stdout at stderr, so
 	// a stray print anywhere in the process cannot corrupt the stream.
 	stdout := os.Stdout
@@ -91,26 +92,6 @@ func main() {
 	// collected, and the descriptor closed, before the end.
 	runtime.KeepAlive(stdout)
 	os.Exit(code)
-}
-
-// oneProcessor runs the worker's goroutines on one processor (GOMAXPROCS=1)
-// unless the GOMAXPROCS environment variable says otherwise.
-//
-// The worker waits on the host and on Daytona nearly all the time and works
-// in short bursts between: an execute is five of them (the request, the
-// dispatch's answer, the log stream's handshake, its close, the exit code),
-// each handing work between a few goroutines. With a second processor idle,
-// every such hand-off wakes another thread, which spins, finds nothing and
-// sleeps again; that was over a third of an execute's CPU (half the context
-// switches, measured with perf). One processor runs the same hand-offs as
-// queue operations. Blocking system calls still release it, and the relay,
-// the largest steady work, measured no slower on it (its CPU is copying and
-// escaping, one goroutine at a time). A host that wants parallel Go code
-// sets GOMAXPROCS.
-func oneProcessor(getenv func(string) string) {
-	if getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -197,7 +178,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	conn := rpc.New(stdin, stdout, opts)
 	w := worker.New(conn, worker.Options{Logger: log, MaxRequestsPerHost: *perHost})
-	log.Debug().Str("version", buildVersion()).Int("pid", os.Getpid()).Msg("serving")
+	log.Debug().Str("version", buildVersion()).Int("pid", os.Getpid()).Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("serving")
 	err = conn.Serve(ctx, w)
 	switch {
 	case err == nil:

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"runtime"
 	"testing"
 	"time"
 
@@ -45,16 +44,4 @@ func TestFirstWriteWaitsForTheSignalHandlers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7, n)
 	assert.Equal(t, []string{"first\n", "second\n"}, sink.lines)
-}
-
-func TestTheWorkerRunsOnOneProcessorUnlessGOMAXPROCSIsSet(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
-	runtime.GOMAXPROCS(2)
-	oneProcessor(func(string) string { return "2" })
-	assert.Equal(t, 2, runtime.GOMAXPROCS(0), "GOMAXPROCS set by the host is the runtime's to apply")
-	oneProcessor(func(name string) string {
-		assert.Equal(t, "GOMAXPROCS", name)
-		return ""
-	})
-	assert.Equal(t, 1, runtime.GOMAXPROCS(0))
 }
