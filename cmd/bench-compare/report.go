@@ -11,10 +11,13 @@ import (
 // Sides of a comparison: the two workers, and the yardsticks some rows are
 // measured against.
 const (
-	sideGo     = "daytona-worker"
-	sideNode   = "Node plugin"
-	sideFloor  = "trivial Go binary"
-	sideDirect = "our client, no worker"
+	sideGo    = "daytona-worker"
+	sideNode  = "Node plugin"
+	sideFloor = "trivial Go binary"
+	// sideLibFloor is the trivial Go binary with every package the worker
+	// imports linked in (cmd/bench-compare/libfloor).
+	sideLibFloor = "trivial Go binary with the worker's imports"
+	sideDirect   = "our client, no worker"
 )
 
 // row is one measured quantity; samples holds each side's values, one per
@@ -56,7 +59,7 @@ func (t *table) print(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.scenario, r.metric+unitSuffix(r.unit),
 				spread(goVals), spread(nodeVals), pairedRatio(goVals, nodeVals))
 		}
-		for _, yard := range []string{sideFloor, sideDirect} {
+		for _, yard := range []string{sideFloor, sideLibFloor, sideDirect} {
 			if vals := r.samples[yard]; len(vals) > 0 {
 				fmt.Fprintf(w, "| %s | %s, %s | %s |  | daytona-worker ÷ %s: %s |\n", r.scenario, r.metric+unitSuffix(r.unit), yard,
 					spread(vals), yard, pairedRatio(goVals, vals))

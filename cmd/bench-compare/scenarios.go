@@ -30,9 +30,12 @@ type worker struct {
 type bench struct {
 	workers []worker // the two workers, in the order runs alternate them
 	floor   []string // the trivial Go binary
-	seed    maphash.Seed
-	t       table
-	log     io.Writer
+	// libFloor is the trivial Go binary linking the worker's imports; nil
+	// leaves it out.
+	libFloor []string
+	seed     maphash.Seed
+	t        table
+	log      io.Writer
 	// emulatorBin is the daytona-emulator binary run for each scenario's
 	// fresh emulator; empty runs the emulator in this process.
 	emulatorBin string
@@ -240,10 +243,13 @@ func (b *bench) setUp(w worker, n int) (*emu, *host, []lease, error) {
 
 // coldStart measures spawn → initialize reply, with the peak memory and the
 // CPU the process had used by then, for both workers and a trivial Go
-// binary, in turn.
+// binary (and the one linking the worker's imports, when given), in turn.
 func (b *bench) coldStart(runs int) error {
 	const scenario = "cold start"
 	sides := append(slices.Clone(b.workers), worker{side: sideFloor, argv: b.floor})
+	if b.libFloor != nil {
+		sides = append(sides, worker{side: sideLibFloor, argv: b.libFloor})
+	}
 	for run := range runs {
 		for _, w := range sides {
 			start := time.Now()
@@ -259,7 +265,7 @@ func (b *bench) coldStart(runs int) error {
 			peak, _, _ := procMemory(h.pid)
 			cpu, _ := procCPU(h.pid)
 			faults, _ := procFaults(h.pid)
-			if w.side == sideFloor {
+			if w.side == sideFloor || w.side == sideLibFloor {
 				h.hangUp() // it answers nothing but its first request
 			} else {
 				h.stop()
