@@ -15,7 +15,7 @@ const (
 	sideNode  = "Node plugin"
 	sideFloor = "trivial Go binary"
 	// sideLibFloor is the trivial Go binary with every package the worker
-	// imports linked in (cmd/bench-compare/libfloor).
+	// imports linked in (cmd/bench-compare/floor built with -tags libfloor).
 	sideLibFloor = "trivial Go binary with the worker's imports"
 	sideDirect   = "our client, no worker"
 )

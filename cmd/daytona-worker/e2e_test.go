@@ -74,6 +74,18 @@ func (s *session) initialize() {
 	assert.Equal(s.t, true, s.recv()["result"].(map[string]any)["ok"])
 }
 
+// shutDown asks the worker to stop, waits for it to exit with code 0 and
+// returns what it wrote on stderr.
+func (s *session) shutDown() string {
+	s.t.Helper()
+	s.send(`{"jsonrpc":"2.0","id":"stop","method":"shutdown"}`)
+	s.recv()
+	code, err := s.p.Wait()
+	require.NoError(s.t, err)
+	require.Equal(s.t, 0, code, "stderr: %s", s.p.stderr.String())
+	return s.p.stderr.String()
+}
+
 func TestFiftyMegabyteLines(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, nil)
@@ -233,13 +245,9 @@ func TestLogLevelFromTheEnvironment(t *testing.T) {
 			t.Parallel()
 			s := newSession(t, tt.env, tt.args...)
 			s.initialize()
-			s.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown"}`)
-			s.recv()
-			code, err := s.p.Wait()
-			require.NoError(t, err)
-			require.Equal(t, 0, code, "stderr: %s", s.p.stderr.String())
+			stderr := s.shutDown()
 			// The worker logs "serving" at debug level when it starts.
-			assert.Equal(t, tt.debug, strings.Contains(s.p.stderr.String(), `"message":"serving"`), "stderr: %s", s.p.stderr.String())
+			assert.Equal(t, tt.debug, strings.Contains(stderr, `"message":"serving"`), "stderr: %s", stderr)
 		})
 	}
 	p := startWorker(t, []string{"DAYTONA_WORKER_LOG_LEVEL=loud"})
@@ -267,18 +275,14 @@ func TestOneProcessorUnlessGOMAXPROCSIsSet(t *testing.T) {
 			t.Parallel()
 			s := newSession(t, tt.env, "--log-level", "debug")
 			s.initialize()
-			s.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown"}`)
-			s.recv()
-			code, err := s.p.Wait()
-			require.NoError(t, err)
-			require.Equal(t, 0, code, "stderr: %s", s.p.stderr.String())
+			stderr := s.shutDown()
 			var serving map[string]any
-			for _, line := range strings.Split(s.p.stderr.String(), "\n") {
+			for _, line := range strings.Split(stderr, "\n") {
 				if strings.Contains(line, `"message":"serving"`) {
 					require.NoError(t, json.Unmarshal([]byte(line), &serving), line)
 				}
 			}
-			require.NotNil(t, serving, "no serving line in stderr: %s", s.p.stderr.String())
+			require.NotNil(t, serving, "no serving line in stderr: %s", stderr)
 			assert.Equal(t, tt.want, serving["gomaxprocs"])
 		})
 	}

@@ -1,7 +1,8 @@
 // Command floor is the yardstick of bench-compare's cold start: a trivial Go
 // program that answers the host's first request and nothing else, so that a
 // worker's spawn → initialize reply can be compared with what any Go binary
-// costs to start on the same machine at the same moment.
+// costs to start on the same machine at the same moment. Built with -tags
+// libfloor it also links every package the worker imports (libs.go).
 package main
 
 import (

@@ -1,14 +1,14 @@
-// Command libfloor is the floor of cmd/bench-compare/floor with every package
-// daytona-worker imports linked in, and nothing of the worker's own: given to
-// bench-compare as -floor, it measures how much of the worker's cold start is
-// the linked packages' initialisers, which Go runs before main whatever the
-// worker does (README, "Why the cold start stays above 1.5×").
+//go:build libfloor
+
+// The floor built with -tags libfloor links every package daytona-worker
+// imports, and nothing of the worker's own: given to bench-compare as
+// -lib-floor, it measures how much of the worker's cold start is the linked
+// packages' initialisers, which Go runs before main whatever the worker does
+// (README, "Why the cold start stays above 1.5×").
+
 package main
 
 import (
-	"bufio"
-	"os"
-
 	// The imports of daytona-worker's packages outside this module, from
 	// `go list -f '{{join .Imports "\n"}}'` over them; blank, so that only
 	// their initialisers and what those reach are linked.
@@ -46,18 +46,3 @@ import (
 	_ "github.com/rs/zerolog"
 	_ "github.com/sourcegraph/jsonrpc2"
 )
-
-// main answers the host's first line as the floor does, then waits for the
-// host to hang up.
-func main() {
-	in := bufio.NewReader(os.Stdin)
-	if _, err := in.ReadBytes('\n'); err != nil {
-		return
-	}
-	_, _ = os.Stdout.WriteString(`{"jsonrpc":"2.0","id":1,"result":{"ok":true}}` + "\n")
-	for {
-		if _, err := in.ReadBytes('\n'); err != nil {
-			return
-		}
-	}
-}
