@@ -388,10 +388,11 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 // inSession runs the command in the lease's persistent session, wrapped in a
 // subshell so an `exit` ends only the command, and streams its output.
 func (c *command) inSession(ctx context.Context) (*execResult, error) {
-	sessionID, err := c.w.sessionFor(ctx, c.s)
+	sessionID, err := c.joinSession(ctx)
 	if err != nil {
 		return nil, &notDispatched{err}
 	}
+	defer func() { c.leaveSession(ctx, sessionID) }()
 	script, cleanup, err := c.script(ctx)
 	if err != nil {
 		return nil, &notDispatched{err}
@@ -405,7 +406,19 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	// The log stream's connection is opened while the command is dispatched.
 	prepared := tb.PrepareLogStream(runCtx)
 	defer prepared.Close()
-	dispatched, err := tb.SessionExec(runCtx, sessionID, daytona.SessionExecRequest{Command: "( " + script + " )", Async: true})
+	exec := daytona.SessionExecRequest{Command: "( " + script + " )", Async: true}
+	dispatched, err := tb.SessionExec(runCtx, sessionID, exec)
+	if err != nil && sessionGone(err) && !c.expired(ctx, runCtx) {
+		// The session's shell is gone, so the command never ran: the sandbox
+		// restarted behind a handle that still said started, or the session
+		// was deleted. Once more, in a fresh session.
+		c.w.leases.forgetSession(c.s.key, sessionID)
+		c.leaveSession(ctx, sessionID)
+		if sessionID, err = c.joinSession(runCtx); err != nil {
+			return nil, &notDispatched{err}
+		}
+		dispatched, err = tb.SessionExec(runCtx, sessionID, exec)
+	}
 	if err != nil {
 		if c.expired(ctx, runCtx) {
 			return c.timedOut(ctx, sessionID, nil, start), nil
@@ -592,16 +605,12 @@ func (c *command) exitCode(ctx context.Context, tb *daytona.Toolbox, sessionID, 
 }
 
 // timedOut ends a command that outlived its timeout. Unlike the plugin, it
-// does not leave the command running: the session is deleted (Daytona kills
-// its process group) and forgotten, so the next command opens a fresh one.
-// The result keeps the output seen so far.
+// does not leave the command running: its session is retired, so the next
+// command opens a fresh one, and deleted (Daytona kills its process group)
+// as the last command running in it ends, this one when it ran alone (see
+// leaveSession). The result keeps the output seen so far.
 func (c *command) timedOut(ctx context.Context, sessionID string, relay *logRelay, start time.Time) *execResult {
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
-	defer cancel()
-	c.w.leases.forgetSession(c.s.key, sessionID)
-	if err := c.s.toolbox().DeleteSession(kctx, sessionID); err != nil && !errors.Is(err, daytona.ErrNotFound) {
-		c.w.log.Warn().Str("sandbox", c.s.id()).Err(err).Msg("cannot delete the session of a timed-out command")
-	}
+	c.w.leases.retireSession(c.s.key, sessionID)
 	res := &execResult{timedOut: true, metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}
 	stderr := &blockBuffer{}
 	if relay != nil {
@@ -615,6 +624,52 @@ func (c *command) timedOut(ctx context.Context, sessionID string, relay *logRela
 	stderr.Write([]byte(c.timeoutMessage() + "\n"))
 	res.stderr = outputText{blocks: stderr}
 	return res
+}
+
+// joinSession returns the lease's persistent session with this command
+// recorded as running in it (see leases.useSession). A session retired or
+// taken by a teardown between the lookup and the record is looked up again,
+// up to three times.
+func (c *command) joinSession(ctx context.Context) (string, error) {
+	for attempt := 1; ; attempt++ {
+		id, err := c.w.sessionFor(ctx, c.s)
+		if err != nil {
+			return "", err
+		}
+		if c.w.leases.useSession(c.s.key, id) {
+			return id, nil
+		}
+		if attempt == 3 {
+			return "", fmt.Errorf("the Daytona session %s of sandbox %s closed as the command started; retry it", id, c.s.id())
+		}
+	}
+}
+
+// leaveSession ends what joinSession recorded. When the session was retired
+// (a command in it timed out) and no other command runs in it any more, it
+// is deleted: Daytona kills its process group, the timed-out command too.
+func (c *command) leaveSession(ctx context.Context, sessionID string) {
+	if !c.w.leases.leaveSession(sessionID) {
+		return
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killGrace)
+	defer cancel()
+	if err := c.s.toolbox().DeleteSession(kctx, sessionID); err != nil && !errors.Is(err, daytona.ErrNotFound) {
+		c.w.log.Warn().Str("sandbox", c.s.id()).Err(err).Msg("cannot delete the session of a timed-out command")
+	}
+}
+
+// sessionGone reports whether a session exec failed because the session no
+// longer exists at the daemon (a 500 whose message says so, or a 404).
+func sessionGone(err error) bool {
+	if errors.Is(err, daytona.ErrNotFound) {
+		return true
+	}
+	if !errors.Is(err, daytona.ErrServer) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "session not found") || strings.Contains(msg, "session shell has exited")
 }
 
 // sessionFor returns the lease's persistent session, opening it once for

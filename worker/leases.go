@@ -19,6 +19,17 @@ type leases struct {
 
 	mu      sync.Mutex
 	entries map[string]*leaseEntry
+	// sessionUses counts, by session id, the commands running in each
+	// persistent session; see useSession.
+	sessionUses map[string]*sessionUse
+}
+
+// sessionUse is what the worker knows of one persistent session's commands.
+type sessionUse struct {
+	running int
+	// retired: a command in it timed out, so the session is to be deleted
+	// (killing that command) once no other command runs in it.
+	retired bool
 }
 
 type leaseEntry struct {
@@ -38,7 +49,7 @@ type leaseEntry struct {
 }
 
 func newLeases(now func() time.Time) *leases {
-	return &leases{now: now, entries: map[string]*leaseEntry{}}
+	return &leases{now: now, entries: map[string]*leaseEntry{}, sessionUses: map[string]*sessionUse{}}
 }
 
 // entryLocked returns the entry for key, creating it. l.mu must be held.
@@ -443,6 +454,59 @@ func (l *leases) forgetSession(key, id string) {
 	if e := l.entries[key]; e != nil && e.sessionID == id {
 		e.sessionID = ""
 		l.forgetIfIdleLocked(key, e)
+	}
+}
+
+// useSession records a command about to run in session id of the lease, and
+// reports false (recording nothing) when id is no longer the lease's session:
+// a command that timed out retired it, or a teardown took it, meanwhile.
+// Each true must be matched by one leaveSession.
+func (l *leases) useSession(key, id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.entries[key]; e == nil || e.sessionID != id {
+		return false
+	}
+	u := l.sessionUses[id]
+	if u == nil {
+		u = &sessionUse{}
+		l.sessionUses[id] = u
+	}
+	u.running++
+	return true
+}
+
+// leaveSession records the end of a command that useSession recorded, and
+// reports whether the session must now be deleted: it was retired and this
+// was the last command running in it.
+func (l *leases) leaveSession(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u := l.sessionUses[id]
+	if u == nil {
+		return false
+	}
+	u.running--
+	if u.running > 0 {
+		return false
+	}
+	delete(l.sessionUses, id)
+	return u.retired
+}
+
+// retireSession forgets session id of the lease (the next command opens a
+// fresh one) and marks it for deletion once its last running command ends.
+// Deleting it at once would kill every other command of the lease running
+// in it, not only the one that timed out.
+func (l *leases) retireSession(key, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.entries[key]; e != nil && e.sessionID == id {
+		e.sessionID = ""
+		l.forgetIfIdleLocked(key, e)
+	}
+	if u := l.sessionUses[id]; u != nil {
+		u.retired = true
 	}
 }
 

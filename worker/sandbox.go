@@ -228,6 +228,11 @@ func (s *leaseSandbox) ensureStarted(ctx context.Context, timeoutSecs int) error
 	if sbx.State == daytona.StateStarted {
 		return nil
 	}
+	// A sandbox that is not running has lost its session shell and its
+	// terminals: whichever call starts it, the next command must open a
+	// fresh session, and the terminals the worker still holds are closed.
+	s.w.leases.takeSessionID(s.key)
+	s.w.closeLeaseTerminals(ctx, s.id())
 	if sbx.State == daytona.StateError || sbx.State == daytona.StateBuildFailed {
 		if !sbx.Recoverable {
 			reason := sbx.ErrorReason

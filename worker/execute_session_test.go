@@ -1,0 +1,159 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+)
+
+const routeSessionDelete = "DELETE /toolbox/{sandboxId}/process/session/{sessionId}"
+
+// resultJSON is an execute result as the host reads it.
+func resultJSON(t *testing.T, res any) string {
+	t.Helper()
+	b, err := json.Marshal(res)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// leaseSessionID is the persistent session the worker holds for its only lease.
+func leaseSessionID(w *Worker) string {
+	w.leases.mu.Lock()
+	defer w.leases.mu.Unlock()
+	for _, e := range w.leases.entries {
+		if e.sessionID != "" {
+			return e.sessionID
+		}
+	}
+	return ""
+}
+
+// A command that times out must not take down the other commands of its
+// lease that run in the same persistent session (the host runs the agent in
+// it beside short commands): its session is retired, later commands open a
+// fresh one, and the old one is deleted, killing the timed-out command, only
+// once the last command running in it has ended.
+func TestTimeoutSparesTheOtherCommandsOfItsSession(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	ctx := t.Context()
+	_, err := l.execute(ctx, `"command":"true"`)
+	require.NoError(t, err)
+	first := leaseSessionID(w)
+	require.NotEmpty(t, first)
+
+	var wg sync.WaitGroup
+	var longRes any
+	var longErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		longRes, longErr = l.execute(ctx, `"command":"sh","args":["-c","sleep 2; echo agent-done"],"timeoutMs":60000`)
+	}()
+	require.Eventually(t, func() bool { return env.Server.Requests()[routeSessionExec] == 2 }, time.Minute, 5*time.Millisecond,
+		"the long command is dispatched")
+
+	short, err := l.execute(ctx, `"command":"sleep","args":["30"],"timeoutMs":500`)
+	require.NoError(t, err)
+	assert.Contains(t, resultJSON(t, short), `"timedOut":true`)
+	assert.Zero(t, env.Server.Requests()[routeSessionDelete], "the session still runs the long command")
+
+	next, err := l.execute(ctx, `"command":"echo","args":["next"]`)
+	require.NoError(t, err)
+	assert.Contains(t, resultJSON(t, next), `"stdout":"next\n"`)
+	assert.NotEqual(t, first, leaseSessionID(w), "a command after the timeout runs in a fresh session")
+
+	wg.Wait()
+	require.NoError(t, longErr, "the long command of the same session")
+	got := resultJSON(t, longRes)
+	assert.Contains(t, got, `"exitCode":0`)
+	assert.Contains(t, got, `agent-done`)
+	assert.Equal(t, 1, env.Server.Requests()[routeSessionDelete], "the retired session is deleted as its last command ends")
+
+	again, err := l.execute(ctx, `"command":"echo","args":["again"]`)
+	require.NoError(t, err)
+	assert.Contains(t, resultJSON(t, again), `"stdout":"again\n"`)
+	require.NoError(t, l.destroy(ctx))
+}
+
+// A command that times out alone in its session is killed at once: the
+// session is deleted before the result is returned.
+func TestTimeoutAloneDeletesItsSession(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	ctx := t.Context()
+	res, err := l.execute(ctx, `"command":"sleep","args":["30"],"timeoutMs":500`)
+	require.NoError(t, err)
+	assert.Contains(t, resultJSON(t, res), `"timedOut":true`)
+	assert.Equal(t, 1, env.Server.Requests()[routeSessionDelete])
+	assert.Empty(t, leaseSessionID(w))
+	require.NoError(t, l.destroy(ctx))
+}
+
+// A call other than execute that starts a stopped sandbox (runner ingress
+// here) must not leave the dead session's id behind: the plugin's next
+// execute sees the stopped state and opens a fresh session, and so must ours.
+func TestStartByAnotherCallForgetsTheDeadSession(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	ctx := t.Context()
+	_, err := l.execute(ctx, `"command":"echo","args":["one"]`)
+	require.NoError(t, err)
+	require.NoError(t, env.Server.StopBehindClientsBack(l.id))
+	_, err = w.Handle(ctx, requestOf("environmentRunnerIngressEndpoint",
+		`{`+l.base+`,"lease":{"providerLeaseId":"`+l.id+`"},"port":43127,"path":"/api/runner/v1/connect/abc"}`))
+	require.NoError(t, err)
+	for _, word := range []string{"two", "three"} {
+		res, err := l.execute(ctx, `"command":"echo","args":["`+word+`"]`)
+		require.NoError(t, err, "execute after the ingress call started the sandbox")
+		assert.Contains(t, resultJSON(t, res), `"stdout":"`+word+`\n"`)
+	}
+	require.NoError(t, l.destroy(ctx))
+}
+
+// A session that vanished behind the worker's back (deleted by someone else,
+// its shell gone) fails the dispatch with the daemon's "session not found":
+// the command never ran, so it is dispatched once more in a fresh session.
+func TestDispatchIntoAVanishedSessionOpensAFreshOne(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	ctx := t.Context()
+	_, err := l.execute(ctx, `"command":"true"`)
+	require.NoError(t, err)
+	gone := leaseSessionID(w)
+	require.NotEmpty(t, gone)
+
+	client, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
+	require.NoError(t, err)
+	sbx, err := client.Get(ctx, l.id)
+	require.NoError(t, err)
+	require.NoError(t, client.Toolbox(sbx).DeleteSession(ctx, gone))
+
+	res, err := l.execute(ctx, `"command":"echo","args":["still here"]`)
+	require.NoError(t, err)
+	assert.Contains(t, resultJSON(t, res), `"stdout":"still here\n"`)
+	assert.NotEqual(t, gone, leaseSessionID(w))
+	require.NoError(t, l.destroy(ctx))
+}
