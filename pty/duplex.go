@@ -165,7 +165,7 @@ func (m *Manager) OpenDuplex(ctx context.Context, tb *daytona.Toolbox, req Duple
 		case <-filter.ready:
 			return nil
 		case <-term.done():
-			return errEndedBeforeCommand
+			return startedOrEnded(filter.ready)
 		case <-ctx.Done():
 			return fmt.Errorf("Daytona duplex channel: the terminal did not reach raw mode: %w", ctx.Err())
 		}
@@ -175,6 +175,19 @@ func (m *Manager) OpenDuplex(ctx context.Context, tb *daytona.Toolbox, req Duple
 const placeholderUID = "00000000-0000-0000-0000-000000000000"
 
 var errEndedBeforeCommand = errors.New("Daytona duplex channel: the terminal ended before the command started")
+
+// startedOrEnded decides an open whose terminal has ended. A quick command
+// prints the ready marker and ends before the open looks: both channels are
+// then closed and select picks either, but the marker, written before the
+// end by the same reader, means the command did start.
+func startedOrEnded(ready <-chan struct{}) error {
+	select {
+	case <-ready:
+		return nil
+	default:
+		return errEndedBeforeCommand
+	}
+}
 
 // duplexSession finds the live channel of the exact pair; nil without error
 // when that pair was closed.

@@ -255,3 +255,17 @@ func TestDiagnosticsPathOfPTY(t *testing.T) {
 		t.Error("a login PTY has no diagnostics file")
 	}
 }
+
+// An open whose terminal has ended succeeds when the ready marker was seen
+// first (a quick command), whichever case select picked.
+func TestStartedOrEndedPrefersTheMarker(t *testing.T) {
+	t.Parallel()
+	ready := make(chan struct{})
+	if err := startedOrEnded(ready); !errors.Is(err, errEndedBeforeCommand) {
+		t.Errorf("no marker: %v, want errEndedBeforeCommand", err)
+	}
+	close(ready)
+	if err := startedOrEnded(ready); err != nil {
+		t.Errorf("marker seen: %v, want nil", err)
+	}
+}
