@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/paperclipai/daytona-worker/internal/utf8text"
 )
 
 const (
@@ -414,7 +416,10 @@ func (c *Client) decode(r *request, resp *http.Response, out any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(data, out); err != nil {
+	// The SDK decodes the body as UTF-8 text before parsing it, so raw
+	// ill-formed bytes in a string (a daemon's command output) become one
+	// U+FFFD per maximal subpart; encoding/json alone would put one per byte.
+	if err := json.Unmarshal(utf8text.Replace(data), out); err != nil {
 		return fmt.Errorf("daytona: %s %s: decode response: %w", r.method, r.url.EscapedPath(), err)
 	}
 	return nil

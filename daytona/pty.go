@@ -357,7 +357,7 @@ func (h *PtyHandle) readLoop(ctx context.Context) {
 		typ, rd, err := h.conn.Reader(context.Background())
 		if err == nil {
 			if typ == websocket.MessageText {
-				err = h.handleText(rd, out)
+				err = h.handleText(rd, out, buf)
 			} else {
 				err = copyMessage(out, rd, buf)
 			}
@@ -399,11 +399,20 @@ type ptyControl struct {
 	ExitReason string `json:"exitReason"`
 }
 
-// handleText handles a text frame: a control message, or else output.
-func (h *PtyHandle) handleText(rd io.Reader, out io.Writer) error {
-	data, err := io.ReadAll(io.LimitReader(rd, maxControlMessage))
+// handleText handles a text frame: a control message, or else output. A
+// frame longer than a control message can be is output (the SDK takes text
+// frames of any size as output); it is streamed to its end, since what is
+// left unread of it would be misread as the next message.
+func (h *PtyHandle) handleText(rd io.Reader, out io.Writer, buf []byte) error {
+	data, err := io.ReadAll(io.LimitReader(rd, maxControlMessage+1))
 	if err != nil {
 		return err
+	}
+	if len(data) > maxControlMessage {
+		if _, err := out.Write(data); err != nil {
+			return err
+		}
+		return copyMessage(out, rd, buf)
 	}
 	var ctl ptyControl
 	if json.Unmarshal(data, &ctl) == nil && ctl.Type == "control" {

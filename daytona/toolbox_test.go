@@ -67,6 +67,25 @@ func TestExecute(t *testing.T) {
 	}
 }
 
+// A daemon may put raw ill-formed UTF-8 in a JSON string (command output);
+// the SDK decodes the body as text first, so each maximal subpart becomes
+// one U+FFFD (encoding/json alone gives one per byte).
+func TestExecuteIllFormedUTF8DecodedAsTheSDKDoes(t *testing.T) {
+	t.Parallel()
+	c, mux, srv, _ := setup(t)
+	mux.HandleFunc("POST /toolbox/sb/process/execute", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{\"exitCode\":0,\"result\":\"A\xe2\x82xB I\xf0\x9f\x98J C\xed\xa0\x80D end\xe2\x82\"}"))
+	})
+	res, err := c.ToolboxFor("sb", srv.URL+"/toolbox").Execute(t.Context(), ExecuteRequest{Command: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "A\ufffdxB I\ufffdJ C\ufffd\ufffd\ufffdD end\ufffd"; res.Result != want {
+		t.Errorf("result %q, want %q", res.Result, want)
+	}
+}
+
 func TestSessions(t *testing.T) {
 	t.Parallel()
 	c, mux, srv, _ := setup(t)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -399,6 +400,40 @@ func TestPtyExitedControlAndClose(t *testing.T) {
 		t.Errorf("Wait after Close = %v", err)
 	}
 	h2.Close() // idempotent
+}
+
+// A text frame that is not a control message is output, as the SDK takes
+// it, whatever its size: one longer than a control message can be comes
+// through whole, and so do the output and the exit after it.
+func TestPtyTextOutputFrameOfAnySize(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{1, maxControlMessage - 1, maxControlMessage, maxControlMessage + 1, 100 << 10, 1<<20 + 3} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			t.Parallel()
+			c, mux, srv, _ := setup(t)
+			big := bytes.Repeat([]byte("x"), size)
+			mux.Handle("GET /toolbox/sb/process/pty/p1/connect", ptyServer(t, func(ctx context.Context, c *websocket.Conn) {
+				_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"control","status":"connected"}`))
+				_ = c.Write(ctx, websocket.MessageText, big)
+				_ = c.Write(ctx, websocket.MessageBinary, []byte("tail"))
+				_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"control","status":"exited","exitCode":7}`))
+				_ = c.Close(websocket.StatusNormalClosure, "")
+			}))
+			var out syncBuffer
+			h, err := c.ToolboxFor("sb", srv.URL+"/toolbox").ConnectPty(t.Context(), "p1", PtyConnectOptions{Output: &out})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			exit, err := h.Wait(t.Context())
+			if err != nil || exit.ExitCode == nil || *exit.ExitCode != 7 {
+				t.Fatalf("Wait = %+v, %v", exit, err)
+			}
+			if got := out.String(); got != string(big)+"tail" {
+				t.Errorf("output of %d bytes, want %d", len(got), len(big)+4)
+			}
+		})
+	}
 }
 
 func TestPtyRest(t *testing.T) {

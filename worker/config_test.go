@@ -23,6 +23,42 @@ func rawOf(t *testing.T, js string) rawConfig {
 	return rc
 }
 
+// 0x, 0o and 0b strings of any length are numbers in JavaScript: the
+// integer rounded once to the nearest double, ties to even (the
+// expectations are what Node 20's Number() gives).
+func TestJSRadixStringToNumber(t *testing.T) {
+	t.Parallel()
+	two64 := math.Ldexp(1, 64)
+	for _, tt := range []struct {
+		in   string
+		want float64
+	}{
+		{"0x1F", 31}, {"0o17", 15}, {"0b101", 5}, {"0X00000000000000000000000001", 1},
+		{"0xFFFFFFFFFFFFFFFF", two64},                   // 2^64-1, the largest 64-bit parse, rounds up
+		{"0x20000000000001", math.Ldexp(1, 53)},         // 2^53+1: a tie, to even
+		{"0x20000000000003", math.Ldexp(1, 53) + 4},     // 2^53+3: a tie, to even
+		{"0x10000000000000000", two64},                  // 2^64: just past 64 bits
+		{"0x10000000000000001", two64},                  // 2^64+1
+		{"0x10000000000000800", two64},                  // 2^64+2^11: a tie, to even (down)
+		{"0x10000000000000801", two64 + 4096},           // just past the tie
+		{"0x10000000000001800", two64 + 8192},           // 2^64+3*2^11: a tie, to even (up)
+		{"0x1FFFFFFFFFFFFFFFF", math.Ldexp(1, 65)},      // 2^65-1
+		{"0x1FFFFFFFFFFFFFFFFF", 590295810358705700000}, // 2^69-1
+		{"0b1" + strings.Repeat("0", 64), two64},
+		{"0o" + strings.Repeat("7", 30), math.Ldexp(1, 90)},
+		{"0x" + strings.Repeat("f", 300), math.Inf(1)}, // past the largest double
+	} {
+		assert.Equal(t, tt.want, jsStringToNumber(tt.in), tt.in)
+	}
+	for _, nan := range []string{"0x1FFFFFFFFFFFFFFFFFzz", "0x1FFFFFFFFFFFFFFFFF_F", "0x1_0", "0x+1", "0x-1", "0b12", "0o8"} {
+		assert.True(t, math.IsNaN(jsStringToNumber(nan)), nan)
+	}
+	// As in the plugin, a timeoutMs past 64 bits is out of range, not absent.
+	cfg := parseDriverConfig(rawConfig{"timeoutMs": "0x1FFFFFFFFFFFFFFFFF"})
+	assert.Equal(t, 590295810358705700000.0, cfg.TimeoutMs)
+	assert.Contains(t, validateDriverConfig(rawConfig{"timeoutMs": "0x1FFFFFFFFFFFFFFFFF"}, cfg, "key"), "timeoutMs must be between 1 and 86400000.")
+}
+
 func TestJSNumberCoercion(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -3,7 +3,9 @@ package worker
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
+	"math/big"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,11 +96,7 @@ func jsStringToNumber(s string) float64 {
 			base = 2
 		}
 		if base != 0 {
-			n, err := strconv.ParseUint(s[2:], base, 64)
-			if err != nil || strings.Contains(s[2:], "_") {
-				return math.NaN()
-			}
-			return float64(n)
+			return jsRadixToNumber(s[2:], base)
 		}
 	}
 	if !isDecimalLiteral(s) {
@@ -112,6 +110,27 @@ func jsStringToNumber(s string) float64 {
 		}
 		return math.NaN()
 	}
+	return f
+}
+
+// jsRadixToNumber converts the digits of a 0x, 0o or 0b literal. JavaScript
+// takes any number of digits and rounds the integer to the nearest double
+// (ties to even; Infinity past the largest), where a 64-bit parse overflows.
+func jsRadixToNumber(digits string, base int) float64 {
+	n, err := strconv.ParseUint(digits, base, 64)
+	if err == nil {
+		return float64(n) // rounds to nearest even, as JavaScript does
+	}
+	if !errors.Is(err, strconv.ErrRange) {
+		return math.NaN() // also a sign or '_', which ParseUint rejects
+	}
+	// ParseUint stops at the overflow: the rest is still to be checked.
+	// digits starts with a digit, so SetString sees no sign.
+	x, ok := new(big.Int).SetString(digits, base)
+	if !ok {
+		return math.NaN()
+	}
+	f, _ := new(big.Float).SetInt(x).Float64() // exact, then rounded once
 	return f
 }
 

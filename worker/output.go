@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/paperclipai/daytona-worker/internal/utf8text"
 )
 
 // blockBuffer accumulates a command's output in fixed-size blocks: appending
@@ -146,8 +148,9 @@ func (b *blockBuffer) String() string {
 }
 
 // writeJSONString writes the buffer as one JSON string, escaping as
-// encoding/json does (invalid UTF-8 becomes U+FFFD) but without HTML
-// escaping and without ever holding the whole encoding in memory. Where
+// encoding/json does but without HTML escaping, with one U+FFFD per maximal
+// subpart of ill-formed UTF-8 (as Node decodes; encoding/json has one per
+// byte), and without ever holding the whole encoding in memory. Where
 // b.escapes describes the bytes, their verbatim runs are copied without
 // being searched again.
 func (b *blockBuffer) writeJSONString(w io.Writer) error {
@@ -281,7 +284,7 @@ func (e *jsonStringWriter) write(p []byte) error {
 				e.carry = append(e.carry[:0], t[pos:]...)
 				return nil
 			}
-			_, size := utf8.DecodeRune(t[pos:])
+			size := runeOrSubpart(t[pos:])
 			e.escape(t[pos : pos+size])
 			pos += size
 		}
@@ -370,11 +373,15 @@ func (e *jsonStringWriter) escape(p []byte) {
 		}
 		r, size := utf8.DecodeRune(p[i:])
 		if r == utf8.RuneError && size == 1 {
+			// One U+FFFD per maximal subpart, as Node decodes (a subpart
+			// cut off by p's end included: callers pass whole runes but
+			// at the output's end).
+			size, _ = utf8text.IllFormed(p[i:])
 			buf = append(buf, p[start:i]...)
 			buf = append(buf, `\ufffd`...)
-			i++
+			i += size
 			start = i
-			special++
+			special += size
 			continue
 		}
 		if r == '\u2028' || r == '\u2029' {
@@ -477,6 +484,16 @@ func utf8Need(lead byte) int {
 		return 4
 	}
 	return 1
+}
+
+// runeOrSubpart returns the length of the rune p starts with, or of the
+// maximal subpart of an ill-formed sequence (which one U+FFFD replaces).
+func runeOrSubpart(p []byte) int {
+	if r, size := utf8.DecodeRune(p); r != utf8.RuneError || size > 1 {
+		return size
+	}
+	n, _ := utf8text.IllFormed(p)
+	return n
 }
 
 // incompleteTail returns how many trailing bytes of p start a multi-byte

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paperclipai/daytona-worker/internal/utf8text"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -31,12 +32,32 @@ func encodeBlocks(t testing.TB, data []byte, step int) string {
 	return out.String()
 }
 
+// stdJSON is how s is expected to be encoded: as encoding/json does without
+// HTML escaping, but with one \ufffd per maximal subpart of ill-formed UTF-8,
+// as Node decodes, where encoding/json puts one per byte.
 func stdJSON(s []byte) string {
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(string(s))
+	_ = enc.Encode(string(oneBytePerSubpart(s)))
 	return strings.TrimSuffix(out.String(), "\n")
+}
+
+// oneBytePerSubpart reduces each maximal subpart of an ill-formed sequence
+// in s to one invalid byte.
+func oneBytePerSubpart(s []byte) []byte {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		if r, size := utf8.DecodeRune(s[i:]); r != utf8.RuneError || size > 1 {
+			out = append(out, s[i:i+size]...)
+			i += size
+			continue
+		}
+		n, _ := utf8text.IllFormed(s[i:])
+		out = append(out, 0xff)
+		i += n
+	}
+	return out
 }
 
 func TestBlockBufferEncodesLikeEncodingJSON(t *testing.T) {
@@ -337,5 +358,71 @@ func TestPlainPrefixFindsEveryByteToEscape(t *testing.T) {
 		}
 		want := naive(word[:]) < len(word)
 		require.Equal(t, want, wordNeedsEscape(binary.LittleEndian.Uint64(word[:])), "%q", word)
+	}
+}
+
+// Ill-formed UTF-8 becomes one U+FFFD per maximal subpart, as the plugin's
+// output shows (Node's TextDecoder; the expectations are what Node 20
+// gives), however the output is cut: in the result, written in pieces,
+// and in the execute.log chunks, whose joined text is the same.
+func TestIllFormedUTF8ReplacedAsNodeDecodes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want string }{
+		{"A\xe2\x82xB", "A\ufffdxB"},               // a 3-byte sequence cut short
+		{"I\xf0\x9f\x98J", "I\ufffdJ"},             // a 4-byte sequence cut short
+		{"end\xe2\x82", "end\ufffd"},               // cut short by the output's end
+		{"C\xed\xa0\x80D", "C\ufffd\ufffd\ufffdD"}, // a surrogate: ED takes 80-9F only
+		{"\xe0\x80\x80", "\ufffd\ufffd\ufffd"},     // E0 takes A0-BF only
+		{"\xf0\x8f\xbf\xbf", "\ufffd\ufffd\ufffd\ufffd"},
+		{"\xf4\x90\x80\x80", "\ufffd\ufffd\ufffd\ufffd"},
+		{"\xf4\x8f\xbf", "\ufffd"},
+		{"\xc0\xaf\xc1\xbf\xf5\x80", "\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd"},
+		{"\xe2\x82\xe2\x82\xac", "\ufffd€"}, // a cut-short start, then a whole rune
+		{"\xf0\x9f\x98\xf0\x9f\x98\x80", "\ufffd😀"},
+		{"\xe6\x97\xe2\x80\xa9x", "\ufffd\u2029x"},
+		{"\x80\xbf\"\xc3", "\ufffd\ufffd\"\ufffd"},
+		{"ok \xef\xbf\xbd ü日🙂", "ok \ufffd ü日🙂"},
+	} {
+		in := []byte(tt.in)
+		// Every cut into up to three pieces.
+		for i := 0; i <= len(in); i++ {
+			for j := i; j <= len(in); j++ {
+				pieces := [][]byte{in[:i], in[i:j], in[j:]}
+
+				var out bytes.Buffer
+				e := jsonStringWriter{w: &out}
+				for _, p := range pieces {
+					require.NoError(t, e.write(p))
+				}
+				require.NoError(t, e.finish())
+				require.NoError(t, e.flush())
+				var got string
+				require.NoError(t, json.Unmarshal([]byte(`"`+out.String()+`"`), &got), "%q", out.String())
+				assert.Equal(t, tt.want, got, "result of %q cut at %d, %d", tt.in, i, j)
+
+				var joined strings.Builder
+				r := newLogNotifier(nil, func(params any) error {
+					var buf bytes.Buffer
+					require.NoError(t, params.(*logChunk).WriteJSON(&buf))
+					var got protocol.ExecuteLog
+					require.NoError(t, json.Unmarshal(buf.Bytes(), &got))
+					joined.WriteString(got.Chunk)
+					return nil
+				})
+				// Each piece as the sender forwards a segment, then the end.
+				for _, p := range pieces {
+					r.forward(0, [][]byte{p}, false)
+				}
+				r.forward(0, nil, true)
+				assert.Equal(t, tt.want, joined.String(), "execute.log of %q cut at %d, %d", tt.in, i, j)
+			}
+		}
+		var b blockBuffer
+		b.Write(in)
+		var out bytes.Buffer
+		require.NoError(t, b.writeJSONString(&out))
+		var got string
+		require.NoError(t, json.Unmarshal(out.Bytes(), &got))
+		assert.Equal(t, tt.want, got, "result of %q", tt.in)
 	}
 }

@@ -1499,18 +1499,20 @@ func TestExecuteGracefulReleaseWaitsForTheCommand(t *testing.T) {
 	finish(t, h, env)
 }
 
-// TestExecuteCarriesInvalidUTF8AsEncodingJSONDoes cuts the log stream into
+// TestExecuteReplacesInvalidUTF8AsNodeDecodes cuts the log stream into
 // one-byte frames so that multi-byte and invalid sequences straddle every
 // kind of boundary (frames, relay batches, chunks, output blocks): the
-// result and the joined execute.log must both read as encoding/json renders
-// the whole output (each invalid byte U+FFFD, valid runes intact).
-func TestExecuteCarriesInvalidUTF8AsEncodingJSONDoes(t *testing.T) {
+// result and the joined execute.log must both read as the plugin's Node
+// decodes the whole output (each maximal subpart of an ill-formed sequence
+// one U+FFFD, valid runes intact).
+func TestExecuteReplacesInvalidUTF8AsNodeDecodes(t *testing.T) {
 	t.Parallel()
 	env := startEmulator(t, emulator.Options{LogFrameSplit: emulator.SplitEvery(1)})
 	h := startHost(t, hostOptions{})
 	l := h.acquire(leaseConfig(env, ""))
 	line := "a\xe6\x97\xe2\x80\xa9b\xf0\x9f\x99\x82c\xff\xc3\xa9\xc3\n"
-	raw := strings.Repeat(line, 400)
+	// What Node 20's new TextDecoder().decode(line) gives.
+	decoded := "a\ufffd\u2029b🙂c\ufffdé\ufffd\n"
 	// printf's %b turns the octal escapes back into bytes.
 	var octal strings.Builder
 	for _, c := range []byte(line) {
@@ -1520,9 +1522,7 @@ func TestExecuteCarriesInvalidUTF8AsEncodingJSONDoes(t *testing.T) {
 	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", script}})
 	requireResult(t, r)
 	require.Equal(t, "0", r.exit())
-	enc, _ := json.Marshal(raw)
-	var want string
-	require.NoError(t, json.Unmarshal(enc, &want))
+	want := strings.Repeat(decoded, 400)
 	assert.Equal(t, want, r.Stdout)
 	assert.Equal(t, want, r.Stderr)
 	assertStreamed(t, r)
