@@ -299,7 +299,9 @@ func (c *Conn) serveOne(req *Request) {
 	} else {
 		written, err = c.reply(ctx, req, result)
 	}
-	hooks.run(written)
+	hooks.run(written, func(p any, stack []byte) {
+		c.reportPanic(ctx, req.Method, "running the work that follows the reply to "+req.Method, p, stack)
+	})
 	ev := c.log.Debug().Str("method", req.Method).RawJSON("id", req.ID).Dur("took", time.Since(start))
 	if req.Invocation != nil {
 		ev = ev.Str("invocation", req.Invocation.ID)

@@ -151,6 +151,49 @@ func TestAResultThatCannotBeEncodedIsAnsweredWithAnError(t *testing.T) {
 	}
 }
 
+func TestAPanicAfterTheReplyIsReportedAndServingContinues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		method    string
+		wantReply string
+		written   bool
+	}{
+		{method: "ok", wantReply: `{"jsonrpc":"2.0","id":1,"result":"done"}`, written: true},
+		{method: "fail", wantReply: `{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"boom"}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method, func(t *testing.T) {
+			t.Parallel()
+			var conn *Conn
+			h := HandlerFunc(func(ctx context.Context, req *Request) (any, error) {
+				if req.Method == "next" {
+					return nil, nil
+				}
+				AfterReply(ctx, func(bool) { panic("hook bug") })
+				// A hook after the one that panics still runs.
+				AfterReply(ctx, func(written bool) {
+					_ = conn.Notify(context.Background(), "after", map[string]any{"written": written})
+				})
+				if req.Method == "fail" {
+					return nil, errors.New("boom")
+				}
+				return "done", nil
+			})
+			f := startConn(t, h, Options{})
+			conn = f.conn
+			f.send(`{"jsonrpc":"2.0","id":1,"method":"` + tc.method + `","paperclipInvocation":{"id":"inv-1","scope":{}}}`)
+			assert.Equal(t, tc.wantReply, f.recvRaw())
+			assert.Equal(t, `{"jsonrpc":"2.0","method":"log","params":{"level":"error","message":"Uncaught exception: internal error while running the work that follows the reply to `+
+				tc.method+`: hook bug"},"paperclipInvocationId":"inv-1"}`, f.recvRaw())
+			written, err := json.Marshal(tc.written)
+			require.NoError(t, err)
+			assert.Equal(t, `{"jsonrpc":"2.0","method":"after","params":{"written":`+string(written)+`}}`, f.recvRaw())
+			f.send(`{"jsonrpc":"2.0","id":2,"method":"next"}`)
+			assert.Equal(t, `{"jsonrpc":"2.0","id":2,"result":null}`, f.recvRaw())
+		})
+	}
+}
+
 func TestANotificationThatCannotBeEncodedFailsAloneAndIsReturned(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
