@@ -296,12 +296,12 @@ func (c *Conn) serveOne(req *Request) {
 	written := false
 	if err != nil {
 		c.replyError(req, err)
-	} else if werr := c.out.response(req.ID, result); werr != nil {
-		c.log.Error().Err(werr).Str("method", req.Method).Msg("cannot write reply")
 	} else {
-		written = true
+		written, err = c.reply(ctx, req, result)
 	}
-	hooks.run(written)
+	hooks.run(written, func(p any, stack []byte) {
+		c.reportPanic(ctx, req.Method, "running the work that follows the reply to "+req.Method, p, stack)
+	})
 	ev := c.log.Debug().Str("method", req.Method).RawJSON("id", req.ID).Dur("took", time.Since(start))
 	if req.Invocation != nil {
 		ev = ev.Str("invocation", req.Invocation.ID)
@@ -317,15 +317,53 @@ func (c *Conn) serveOne(req *Request) {
 func (c *Conn) invoke(ctx context.Context, req *Request) (result any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			c.log.Error().Str("method", req.Method).Str("panic", fmt.Sprint(p)).
-				Str("stack", string(debug.Stack())).Msg("handler panicked")
-			err = &protocol.Error{Code: protocol.CodeWorkerError,
-				Message: fmt.Sprintf("internal error while handling %s: %v", req.Method, p)}
-			_ = c.Notify(ctx, protocol.NotifyLog, protocol.Log{Level: protocol.LogError,
-				Message: fmt.Sprintf("Uncaught exception: internal error while handling %s: %v", req.Method, p)})
+			msg := c.reportPanic(ctx, req.Method, "handling "+req.Method, p, debug.Stack())
+			err = &protocol.Error{Code: protocol.CodeWorkerError, Message: msg}
 		}
 	}()
 	return c.handler.Handle(ctx, req)
+}
+
+// reply writes the success reply to req and reports whether it went out. A
+// result that cannot be encoded is answered with a -32002 error instead (as
+// the Node worker answers when JSON.stringify throws), which it returns;
+// the connection keeps serving either way.
+func (c *Conn) reply(ctx context.Context, req *Request, result any) (written bool, err error) {
+	werr := c.out.response(req.ID, result)
+	if werr == nil {
+		return true, nil
+	}
+	var ee *EncodeError
+	if !errors.As(werr, &ee) {
+		c.log.Error().Err(werr).Str("method", req.Method).Msg("cannot write reply")
+		return false, nil
+	}
+	var msg string
+	if pe := (*PanicError)(nil); errors.As(ee.Err, &pe) {
+		msg = c.reportPanic(ctx, req.Method, "encoding the result of "+req.Method, pe.Value, pe.Stack)
+	} else {
+		// The error, never the result: the result may hold secrets.
+		c.log.Error().Err(ee.Err).Str("method", req.Method).Bool("torn", ee.Torn).
+			Msg("cannot encode reply; answering with an error")
+		msg = fmt.Sprintf("cannot encode the result of %s: %v", req.Method, ee.Err)
+	}
+	if ee.Torn {
+		c.log.Warn().Str("method", req.Method).Msg("part of the reply was already sent; its line was cut short")
+	}
+	err = &protocol.Error{Code: protocol.CodeWorkerError, Message: msg}
+	c.replyError(req, err)
+	return false, err
+}
+
+// reportPanic logs a panic recovered while doing what, and tells the host
+// with an error log, as the Node worker reports an uncaught exception. It
+// returns the message for the error reply, if there is one.
+func (c *Conn) reportPanic(ctx context.Context, method, what string, p any, stack []byte) string {
+	msg := fmt.Sprintf("internal error while %s: %v", what, p)
+	c.log.Error().Str("method", method).Str("while", what).Str("panic", fmt.Sprint(p)).
+		Str("stack", string(stack)).Msg("panic recovered")
+	_ = c.Notify(ctx, protocol.NotifyLog, protocol.Log{Level: protocol.LogError, Message: "Uncaught exception: " + msg})
+	return msg
 }
 
 func (c *Conn) replyError(req *Request, err error) {
@@ -348,8 +386,8 @@ func (c *Conn) shutdown(req *Request) {
 	}
 	if err != nil {
 		c.replyError(req, err)
-	} else if werr := c.out.response(req.ID, result); werr != nil {
-		c.log.Error().Err(werr).Msg("cannot write shutdown reply")
+	} else {
+		_, _ = c.reply(ctx, req, result)
 	}
 	c.stopOnce.Do(func() { close(c.stopped) })
 }

@@ -39,9 +39,16 @@ const lineWait = 60 * time.Second
 
 func startConn(t *testing.T, h Handler, opts Options) *fakeHost {
 	t.Helper()
+	opts.Logger = zerolog.Nop()
+	return startConnLogged(t, h, opts)
+}
+
+// startConnLogged is startConn keeping opts.Logger, for tests of what the
+// worker logs.
+func startConnLogged(t *testing.T, h Handler, opts Options) *fakeHost {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	opts.Logger = zerolog.Nop()
 	c := New(inR, outW, opts)
 	f := &fakeHost{t: t, conn: c, toConn: inW, lines: make(chan string, 4096), served: make(chan error, 1)}
 	go func() {

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"runtime/debug"
 	"sync"
 
 	"github.com/paperclipai/daytona-worker/protocol"
@@ -39,7 +40,8 @@ type replyHooks struct {
 // written. Handlers use it for work that must follow their reply on the wire
 // (the first notifications of a terminal whose id the reply carries). It
 // returns false, and never calls fn, when ctx serves no request of a Conn,
-// or when the reply has already gone out.
+// or when the reply has already gone out. A hook that panics is reported
+// as a handler's panic is (an error log to the host), and the others run.
 func AfterReply(ctx context.Context, fn func(written bool)) bool {
 	h, _ := ctx.Value(replyHooksKey{}).(*replyHooks)
 	if h == nil {
@@ -54,12 +56,24 @@ func AfterReply(ctx context.Context, fn func(written bool)) bool {
 	return true
 }
 
-func (h *replyHooks) run(written bool) {
+// run calls the hooks in order. A hook that panics is handed to onPanic and
+// the others still run: the reply is out, and a bug in what follows it must
+// not take down the worker that sent it.
+func (h *replyHooks) run(written bool, onPanic func(p any, stack []byte)) {
 	h.mu.Lock()
 	fns := h.fns
 	h.fns, h.done = nil, true
 	h.mu.Unlock()
 	for _, fn := range fns {
-		fn(written)
+		runHook(fn, written, onPanic)
 	}
+}
+
+func runHook(fn func(bool), written bool, onPanic func(p any, stack []byte)) {
+	defer func() {
+		if p := recover(); p != nil {
+			onPanic(p, debug.Stack())
+		}
+	}()
+	fn(written)
 }

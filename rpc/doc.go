@@ -20,10 +20,15 @@
 //   - Output: replies and notifications are written by this package, in the
 //     Node worker's key order, with "result":null for void results, never an
 //     id on a notification, one message per write so lines never interleave,
-//     and streamed encoding for large results.
+//     and streamed encoding for large results. A message that cannot be
+//     encoded costs only itself: a reply becomes a -32002 error, a
+//     notification's error goes back to its caller, and a line already
+//     partly sent is ended so the host's line reader stays in step. Only a
+//     failed write to stdout stops the output for good.
 //   - Concurrency: every request runs in its own goroutine, owned by the Conn;
-//     panics are recovered and answered as -32002; shutdown stops admission,
-//     waits (bounded) for in-flight handlers, then replies. A handler that
+//     panics (in a handler or while encoding its result) are recovered and
+//     answered as -32002; shutdown stops admission, waits (bounded) for
+//     in-flight handlers, then replies. A handler that
 //     implements Serializer has the requests it keys alike (the writes to one
 //     terminal) run one at a time in arrival order; AfterReply runs work once
 //     a reply is on the wire (a terminal's output, which must follow the

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"runtime/debug"
 	"strconv"
 	"sync"
 )
@@ -16,12 +18,42 @@ type JSONStreamer interface {
 	WriteJSON(w io.Writer) error
 }
 
+// EncodeError is returned for a message that could not be encoded (a result
+// or params json cannot represent, a JSONStreamer that fails or panics). The
+// output stays usable: nothing of the message was sent, or, when Torn, the
+// part already sent was ended with a newline.
+type EncodeError struct {
+	// Err is the encoder's error, or a *PanicError.
+	Err error
+	// Torn reports that part of the message had already reached the output:
+	// the host saw a line cut short, which it cannot parse and drops.
+	Torn bool
+}
+
+func (e *EncodeError) Error() string {
+	if e.Torn {
+		return "encode message (line cut short): " + e.Err.Error()
+	}
+	return "encode message: " + e.Err.Error()
+}
+
+func (e *EncodeError) Unwrap() error { return e.Err }
+
+// PanicError is a panic recovered while a message was being encoded.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
 // writer serialises every outgoing message: one message at a time, each
 // flushed whole before the next starts, so lines never interleave.
 type writer struct {
 	mu     sync.Mutex
+	sink   *sink
 	bw     *bufio.Writer
-	record func(line []byte) // optional; called with each complete line
+	record func(line []byte) // optional; called with each line written
 	recBuf bytes.Buffer
 	broken error // first write error; later writes fail fast
 	// counted, if set, is told how many bytes each message took.
@@ -31,24 +63,31 @@ type writer struct {
 const writeBufferSize = 64 << 10
 
 func newWriter(w io.Writer, record func([]byte)) *writer {
-	return &writer{bw: bufio.NewWriterSize(w, writeBufferSize), record: record}
+	s := &sink{w: w}
+	return &writer{sink: s, bw: bufio.NewWriterSize(s, writeBufferSize), record: record}
 }
 
 // message writes one line built by build. build receives the destination and
 // must write the message without its terminating newline.
+//
+// Only a failed write to the output breaks the writer for good. A message
+// that fails to encode (build returns an error of its own or panics) is
+// dropped and reported as an *EncodeError, and later messages go out as
+// usual.
 func (w *writer) message(build func(out io.Writer) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.broken != nil {
 		return w.broken
 	}
+	start := w.sink.n
 	cw := &countingWriter{w: w.bw}
 	var out io.Writer = cw
 	if w.record != nil {
 		w.recBuf.Reset()
 		out = io.MultiWriter(cw, &w.recBuf)
 	}
-	err := build(out)
+	err := runBuild(build, out)
 	if err == nil && w.record != nil {
 		// Record before the newline goes out, so the recording can never
 		// show the host's next line ahead of the line it answered.
@@ -63,13 +102,72 @@ func (w *writer) message(build func(out io.Writer) error) error {
 	if w.counted != nil {
 		w.counted(cw.n + 1)
 	}
-	if err != nil {
+	switch {
+	case w.sink.err != nil:
 		// A half-written line cannot be taken back; the stream is unusable
 		// from here on, and the host will see the worker as broken.
-		w.broken = err
-		return err
+		w.broken = w.sink.err
+		return w.broken
+	case err != nil:
+		return w.dropMessage(err, w.sink.n-start)
 	}
 	return nil
+}
+
+// dropMessage discards a message whose encoding failed with err after sent
+// of its bytes had reached the output.
+func (w *writer) dropMessage(err error, sent int64) error {
+	w.bw.Reset(w.sink) // what is still buffered never goes out
+	if sent == 0 {
+		return &EncodeError{Err: err}
+	}
+	// The host reads lines: ending the torn one makes it a single line it
+	// cannot parse (the envelope is never closed), which it drops, and its
+	// reader stays in step for the lines that follow. Without the newline
+	// the next message would be glued to the torn one and lost with it.
+	if w.record != nil {
+		w.record(w.recBuf.Bytes()[:min(sent, int64(w.recBuf.Len()))])
+	}
+	if _, werr := w.sink.Write([]byte{'\n'}); werr != nil {
+		w.broken = werr
+		return werr
+	}
+	return &EncodeError{Err: err, Torn: true}
+}
+
+// runBuild calls build, turning a panic (in a MarshalJSON or a WriteJSON)
+// into a *PanicError so that it costs one message, not the process.
+func runBuild(build func(out io.Writer) error, out io.Writer) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	return build(out)
+}
+
+// sink is the output under the buffer. It keeps the first write error, which
+// tells a broken output from a message that failed to encode, and counts
+// what went through, which tells whether a failed message was partly sent.
+type sink struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (s *sink) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.n += int64(n)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		s.err = fmt.Errorf("write output: %w", err)
+	}
+	return n, s.err
 }
 
 // countingWriter counts what goes through it.
