@@ -33,7 +33,7 @@ type extractor struct {
 	target string
 	stage  string
 	umask  uint32
-	asRoot bool // an extracting root keeps the archive's modes (GNU tar's -p default)
+	asRoot bool // an extracting root ignores the umask (GNU tar's -p default)
 
 	entries int
 	listed  int64
@@ -374,24 +374,17 @@ func (x *extractor) hardlink(rel string, h *tar.Header) error {
 	return nil
 }
 
-// mode is the mode tar gives a member: the archive's, less the umask unless
-// extracting as root.
+// mode is the mode a member gets: the archive's permission bits, less the
+// umask unless extracting as root. Setuid, setgid and sticky bits are never
+// kept: GNU tar keeps them only as root, and then with the archive's owner,
+// whereas this extractor never chowns, so a sandbox could plant a file
+// setuid to whoever runs the worker.
 func (x *extractor) mode(h int64) os.FileMode {
-	m := uint32(h & 0o7777)
+	m := uint32(h & 0o777)
 	if !x.asRoot {
 		m &^= x.umask
 	}
-	fm := os.FileMode(m & 0o777)
-	if m&0o4000 != 0 {
-		fm |= os.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		fm |= os.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		fm |= os.ModeSticky
-	}
-	return fm
+	return os.FileMode(m)
 }
 
 func (x *extractor) setMeta(p string, h *tar.Header) error {
