@@ -22,9 +22,10 @@ const (
 	maxEntries      = 250_000
 )
 
-// extractor reads a sandbox-authored tar and stages it beside its target:
-// every member is checked before it is written, and nothing reaches the
-// target until the whole archive has been read and checked. Members are
+// extractor reads a sandbox-authored tar and stages it inside its target
+// (beside it while the target does not exist): every member is checked
+// before it is written, and nothing reaches the target until the whole
+// archive has been read and checked. Members are
 // written only below the staging folder, never through a link: symbolic
 // links are created after every other member (so no later member can be
 // written through one), a member below a link is refused, and a hard link
@@ -33,7 +34,15 @@ type extractor struct {
 	target string
 	stage  string
 	umask  uint32
-	asRoot bool // an extracting root keeps the archive's modes (GNU tar's -p default)
+	asRoot bool // an extracting root ignores the umask (GNU tar's -p default)
+	// devOf tells a folder's file system (tests swap it); a staged entry
+	// whose destination is on another one is copied there, since rename
+	// cannot cross file systems.
+	devOf    func(path string, fi os.FileInfo) uint64
+	stageDev uint64
+	// foreign maps a staged folder to the copy of it made inside its
+	// destination when that is on another file system.
+	foreign map[string]string
 
 	entries int
 	listed  int64
@@ -53,13 +62,16 @@ type entryMeta struct {
 
 const implicitDir byte = 0
 
-// newExtractor creates the staging folder (and the target's missing
-// parents) beside target. created is the topmost parent it created, for
-// cleanup.
+// newExtractor creates the staging folder: inside target when that is a
+// folder already, so that the whole extraction stays on the target's file
+// system (it may be a mount point) and needs no write access to its parent
+// (GNU tar -C needs none); otherwise beside it, creating its missing
+// parents. created is the topmost parent it created, for cleanup.
 func newExtractor(target, stageName string) (x *extractor, created string, err error) {
 	parent := filepath.Dir(target)
-	created, err = mkdirAllTracked(parent)
-	if err != nil {
+	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
+		parent = target
+	} else if created, err = mkdirAllTracked(parent); err != nil {
 		return nil, "", nodeFSError("mkdir", parent, pathErrno(err))
 	}
 	stage := filepath.Join(parent, stageName)
@@ -77,11 +89,22 @@ func newExtractor(target, stageName string) (x *extractor, created string, err e
 		removeCreated(created)
 		return nil, "", err
 	}
-	return &extractor{
+	x = &extractor{
 		target: target, stage: stage, umask: 0o777 &^ uint32(fi.Mode().Perm()), asRoot: os.Geteuid() == 0,
+		devOf: statDev, foreign: map[string]string{},
 		kinds: map[string]byte{}, links: map[string]string{}, dirMeta: map[string]entryMeta{},
 		buf: make([]byte, 256<<10),
-	}, created, nil
+	}
+	x.stageDev = x.devOf(stage, fi)
+	return x, created, nil
+}
+
+// statDev is the device a stat result is on.
+func statDev(_ string, fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev)
+	}
+	return 0
 }
 
 // mkdirAllTracked is os.MkdirAll that reports the topmost folder it created.
@@ -120,8 +143,17 @@ func removeCreated(created string) {
 	}
 }
 
-// abort removes everything staged.
-func (x *extractor) abort() { _ = os.RemoveAll(x.stage) }
+// abort removes everything staged, the copies on other file systems too.
+func (x *extractor) abort() {
+	for _, tmp := range x.foreign {
+		_ = os.RemoveAll(tmp)
+	}
+	clear(x.foreign)
+	if x.stage != "" {
+		_ = os.RemoveAll(x.stage)
+	}
+	x.stage = ""
+}
 
 // read stages the archive. It returns an *UnsafeArchiveError for a member
 // it refuses.
@@ -374,24 +406,17 @@ func (x *extractor) hardlink(rel string, h *tar.Header) error {
 	return nil
 }
 
-// mode is the mode tar gives a member: the archive's, less the umask unless
-// extracting as root.
+// mode is the mode a member gets: the archive's permission bits, less the
+// umask unless extracting as root. Setuid, setgid and sticky bits are never
+// kept: GNU tar keeps them only as root, and then with the archive's owner,
+// whereas this extractor never chowns, so a sandbox could plant a file
+// setuid to whoever runs the worker.
 func (x *extractor) mode(h int64) os.FileMode {
-	m := uint32(h & 0o7777)
+	m := uint32(h & 0o777)
 	if !x.asRoot {
 		m &^= x.umask
 	}
-	fm := os.FileMode(m & 0o777)
-	if m&0o4000 != 0 {
-		fm |= os.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		fm |= os.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		fm |= os.ModeSticky
-	}
-	return fm
+	return os.FileMode(m)
 }
 
 func (x *extractor) setMeta(p string, h *tar.Header) error {
@@ -482,7 +507,8 @@ func (x *extractor) linkEscapes(rel, target string) bool {
 // staged folder renamed; an existing one receives each staged entry (a
 // folder merged into a folder, anything else replacing what is there), as
 // tar extracting into it would. Conflicts tar would fail on (a file where a
-// folder with content is) are found before anything moves.
+// folder with content is) are found, and what goes to another file system
+// is copied there, before anything moves.
 func (x *extractor) commit() error {
 	fi, err := os.Stat(x.target)
 	switch {
@@ -504,12 +530,16 @@ func (x *extractor) commit() error {
 	case !fi.IsDir():
 		return nodeFSError("mkdir", x.target, syscall.EEXIST)
 	}
-	if err := x.checkMerge(x.stage, x.target); err != nil {
+	if err := x.checkMerge(x.stage, x.target, x.stageDev); err != nil {
 		return err
 	}
 	if err := x.merge(x.stage, x.target); err != nil {
 		return err
 	}
+	// What is left staged are folders merged into existing ones; the stage
+	// goes before the target's own time is set, since removing it from
+	// inside the target changes that time.
+	x.abort()
 	var rootMode os.FileMode
 	if x.rootMeta != nil {
 		rootMode = x.mode(x.rootMeta.mode)
@@ -517,7 +547,11 @@ func (x *extractor) commit() error {
 	return x.applyDirMeta(rootMode)
 }
 
-func (x *extractor) checkMerge(stageDir, targetDir string) error {
+// checkMerge finds the conflicts merging stageDir (on file system dev) into
+// targetDir would fail on, and copies each staged folder whose destination
+// folder is on another file system into a hidden folder there, which merge
+// then takes it from.
+func (x *extractor) checkMerge(stageDir, targetDir string, dev uint64) error {
 	entries, err := os.ReadDir(stageDir)
 	if err != nil {
 		return err
@@ -530,7 +564,18 @@ func (x *extractor) checkMerge(stageDir, targetDir string) error {
 		}
 		switch {
 		case e.IsDir() && tfi.IsDir():
-			if err := x.checkMerge(s, t); err != nil {
+			sub, subDev := s, dev
+			if tdev := x.devOf(t, tfi); tdev != dev {
+				// Hidden in the destination folder, like the stage in the
+				// target, and under the stage's own name.
+				tmp := filepath.Join(t, filepath.Base(x.stage))
+				x.foreign[s] = tmp
+				if err := copyTree(s, tmp, x.buf); err != nil {
+					return err
+				}
+				sub, subDev = tmp, tdev
+			}
+			if err := x.checkMerge(sub, t, subDev); err != nil {
 				return err
 			}
 		case tfi.IsDir() && !e.IsDir():
@@ -540,6 +585,94 @@ func (x *extractor) checkMerge(stageDir, targetDir string) error {
 		}
 	}
 	return nil
+}
+
+// copyTree copies a staged tree to dst (which must not exist yet) on
+// another file system: folders, files, symbolic links and pipes, with their
+// modes and, for files and pipes, times; hard links within the tree stay
+// linked (one across file systems cannot be, as with tar).
+func copyTree(src, dst string, buf []byte) error {
+	linked := map[[2]uint64]string{}
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fail := func(op string, err error) error { return nodeFSError(op, to, pathErrno(err)) }
+		switch fi.Mode().Type() {
+		case fs.ModeDir:
+			if err := os.Mkdir(to, 0o700); err != nil {
+				return fail("mkdir", err)
+			}
+			if err := os.Chmod(to, fi.Mode().Perm()|0o700); err != nil {
+				return fail("chmod", err)
+			}
+			return nil
+		case fs.ModeSymlink:
+			target, err := os.Readlink(p)
+			if err == nil {
+				err = os.Symlink(target, to)
+			}
+			if err != nil {
+				return fail("symlink", err)
+			}
+			return nil
+		case fs.ModeNamedPipe:
+			if err := syscall.Mkfifo(to, 0o600); err != nil {
+				return fail("mkfifo", err)
+			}
+		case 0:
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+				key := [2]uint64{uint64(st.Dev), st.Ino}
+				if first, ok := linked[key]; ok {
+					if err := os.Link(first, to); err != nil {
+						return fail("link", err)
+					}
+					return nil
+				}
+				linked[key] = to
+			}
+			if err := copyFile(p, to, buf); err != nil {
+				return fail("copyfile", err)
+			}
+		default:
+			return fail("copyfile", syscall.EINVAL) // the extractor stages nothing else
+		}
+		if err := os.Chmod(to, fi.Mode().Perm()); err != nil {
+			return fail("chmod", err)
+		}
+		if err := os.Chtimes(to, time.Time{}, fi.ModTime()); err != nil {
+			return fail("utime", err)
+		}
+		return nil
+	})
+}
+
+// copyFile copies a regular file's bytes into a new file (mode 0600 until
+// its own mode is set).
+func copyFile(src, dst string, buf []byte) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{in}, buf)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (x *extractor) merge(stageDir, targetDir string) error {
@@ -553,6 +686,9 @@ func (x *extractor) merge(stageDir, targetDir string) error {
 		switch {
 		case err != nil:
 		case e.IsDir() && tfi.IsDir():
+			if tmp, ok := x.foreign[s]; ok {
+				s = tmp
+			}
 			if err := x.merge(s, t); err != nil {
 				return err
 			}
@@ -601,9 +737,5 @@ func (x *extractor) applyDirMeta(rootMode os.FileMode) error {
 	return nil
 }
 
-// cleanup removes the staging folder if it is still there.
-func (x *extractor) cleanup() {
-	if x.stage != "" {
-		x.abort()
-	}
-}
+// cleanup removes the staging folders if they are still there.
+func (x *extractor) cleanup() { x.abort() }

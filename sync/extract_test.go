@@ -315,3 +315,50 @@ func TestExtractEmptyArchives(t *testing.T) {
 		assert.Empty(t, listDir(t, target))
 	}
 }
+
+// Setuid, setgid and sticky bits from a sandbox-authored archive are
+// dropped for files, folders and pipes, whoever extracts; the permission
+// bits follow GNU tar (the umask applies unless extracting as root).
+func TestExtractDropsSpecialModeBits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mode   int64
+		asRoot bool
+		want   os.FileMode
+	}{
+		{"setuid file as a user", 0o4755, false, 0o755},
+		{"setuid file as root", 0o4755, true, 0o755},
+		{"setgid folder as a user", 0o2777, false, 0o755},
+		{"setgid folder as root", 0o2777, true, 0o777},
+		{"sticky folder as root", 0o1777, true, 0o777},
+		{"all three as root", 0o7700, true, 0o700},
+		{"plain file as a user", 0o666, false, 0o644},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			x := &extractor{umask: 0o022, asRoot: tt.asRoot}
+			assert.Equal(t, tt.want, x.mode(tt.mode))
+		})
+	}
+
+	archive := buildTar(t, []member{
+		{typ: tar.TypeReg, name: "./suid", body: "#!/bin/sh\nid\n", mode: 0o4755},
+		{typ: tar.TypeDir, name: "./sgid/", mode: 0o2775},
+		{typ: tar.TypeDir, name: "./sticky/", mode: 0o1777},
+		{typ: tar.TypeFifo, name: "./pipe", mode: 0o6600},
+		{typ: tar.TypeDir, name: "./", mode: 0o3755},
+	})
+	for _, existing := range []bool{false, true} {
+		target := filepath.Join(t.TempDir(), "t")
+		if existing {
+			require.NoError(t, os.Mkdir(target, 0o755))
+		}
+		require.NoError(t, extractBytes(t, archive, target))
+		for _, rel := range []string{".", "suid", "sgid", "sticky", "pipe"} {
+			fi, err := os.Lstat(filepath.Join(target, rel))
+			require.NoError(t, err)
+			assert.Zero(t, fi.Mode()&(os.ModeSetuid|os.ModeSetgid|os.ModeSticky), "%s (existing target %v): %v", rel, existing, fi.Mode())
+		}
+	}
+}

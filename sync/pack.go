@@ -213,7 +213,8 @@ func (n *idNames) group(id int) string {
 var errChangedWhileRead = errors.New("file changed as we read it")
 
 // writeTar writes the given entries as a tar stream (no end-of-archive
-// padding beyond what tar.Writer.Close adds).
+// padding beyond what tar.Writer.Close adds). A regular file's entry is
+// updated to what was archived.
 func writeTar(w io.Writer, entries []hostEntry, send []bool) error {
 	tw := tar.NewWriter(w)
 	var names idNames
@@ -223,52 +224,114 @@ func writeTar(w io.Writer, entries []hostEntry, send []bool) error {
 			continue
 		}
 		e := &entries[i]
-		h := &tar.Header{
-			Typeflag: e.kind,
-			Name:     "./" + e.rel,
-			Mode:     e.mode,
-			Uid:      e.uid,
-			Gid:      e.gid,
-			Uname:    names.user(e.uid),
-			Gname:    names.group(e.gid),
-			ModTime:  e.mtime,
-		}
-		switch e.kind {
-		case tar.TypeDir:
-			h.Name += "/"
-		case tar.TypeReg:
-			h.Size = e.size
-		case tar.TypeSymlink:
-			h.Linkname = e.link
-		case tar.TypeLink:
-			h.Linkname = "./" + e.link
-		case tar.TypeChar, tar.TypeBlock:
-			h.Devmajor, h.Devminor = int64(devMajor(e.rdev)), int64(devMinor(e.rdev))
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return fmt.Errorf("Daytona syncIn cannot archive %s: %w", e.abs, err)
-		}
-		if e.kind == tar.TypeReg && e.size > 0 {
-			if err := copyFileExactly(tw, e, buf); err != nil {
+		var f *os.File
+		if e.kind == tar.TypeReg {
+			// The file is looked at again now, as GNU tar stats each file
+			// just before reading it: a file edited since the walk (which
+			// can be minutes ago, before the upload started) is archived as
+			// it is now, and its cache signature is the one sent.
+			var err error
+			if f, err = restat(e); err != nil {
 				return err
 			}
+		}
+		err := writeMember(tw, &names, e, f, buf)
+		if f != nil {
+			f.Close()
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return tw.Close()
 }
 
-// copyFileExactly copies e's content, which must still be what the walk
-// saw: the same file, the same size, unchanged while read.
-func copyFileExactly(tw io.Writer, e *hostEntry, buf []byte) error {
-	f, err := os.Open(e.abs)
+func writeMember(tw *tar.Writer, names *idNames, e *hostEntry, f *os.File, buf []byte) error {
+	h := &tar.Header{
+		Typeflag: e.kind,
+		Name:     "./" + e.rel,
+		Mode:     e.mode,
+		Uid:      e.uid,
+		Gid:      e.gid,
+		Uname:    names.user(e.uid),
+		Gname:    names.group(e.gid),
+		ModTime:  e.mtime,
+	}
+	switch e.kind {
+	case tar.TypeDir:
+		h.Name += "/"
+	case tar.TypeReg:
+		h.Size = e.size
+	case tar.TypeSymlink:
+		h.Linkname = e.link
+	case tar.TypeLink:
+		h.Linkname = "./" + e.link
+	case tar.TypeChar, tar.TypeBlock:
+		h.Devmajor, h.Devminor = int64(devMajor(e.rdev)), int64(devMinor(e.rdev))
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("Daytona syncIn cannot archive %s: %w", e.abs, err)
+	}
+	if e.kind == tar.TypeReg && e.size > 0 {
+		return copyFileExactly(tw, e, f, buf)
+	}
+	return nil
+}
+
+func changedWhileRead(e *hostEntry) error {
+	return fmt.Errorf("Daytona syncIn cannot archive %s: %w", e.abs, errChangedWhileRead)
+}
+
+// restat looks at a regular file of the walk again and takes its size,
+// mode, owner, times and signature from what it is now; it fails as changed
+// when the name no longer holds a regular file. A file with content is
+// opened (an empty one, as before, is not), and must be the file just
+// stat'ed: a symlink, unless links are followed, is not opened through, and
+// O_NONBLOCK keeps a pipe swapped in from blocking the open.
+func restat(e *hostEntry) (*os.File, error) {
+	follow := e.sig.followedLinks
+	var fi os.FileInfo
+	var err error
+	if follow {
+		fi, err = os.Stat(e.abs)
+	} else {
+		fi, err = os.Lstat(e.abs)
+	}
 	if err != nil {
-		return fmt.Errorf("Daytona syncIn cannot read %s: %w", e.abs, pathErrno(err))
+		return nil, fmt.Errorf("Daytona syncIn cannot read %s: %w", e.abs, pathErrno(err))
 	}
-	defer f.Close()
-	changed := func() error { return fmt.Errorf("Daytona syncIn cannot archive %s: %w", e.abs, errChangedWhileRead) }
-	if st, err := fstat(f); err != nil || st.Ino != e.sig.ino || uint64(st.Dev) != e.sig.dev {
-		return changed()
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || !fi.Mode().IsRegular() {
+		return nil, changedWhileRead(e)
 	}
+	mtime, _ := statTimes(st)
+	e.size, e.mode, e.mtime = st.Size, int64(st.Mode&0o7777), time.Unix(mtime.Sec, 0)
+	e.uid, e.gid = int(st.Uid), int(st.Gid)
+	e.sig = sigOf(st, e.kind, follow)
+	if e.size == 0 {
+		return nil, nil
+	}
+	flags := os.O_RDONLY | syscall.O_NONBLOCK
+	if !follow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(e.abs, flags, 0)
+	if err != nil && !(errors.Is(err, syscall.ELOOP) && !follow) {
+		return nil, fmt.Errorf("Daytona syncIn cannot read %s: %w", e.abs, pathErrno(err))
+	}
+	if err != nil {
+		return nil, changedWhileRead(e)
+	}
+	if ost, err := fstat(f); err != nil || ost.Ino != e.sig.ino || uint64(ost.Dev) != e.sig.dev {
+		f.Close()
+		return nil, changedWhileRead(e)
+	}
+	return f, nil
+}
+
+// copyFileExactly copies the content of f, opened by restat, which must
+// not change while it is read: the same size and times as when opened.
+func copyFileExactly(tw io.Writer, e *hostEntry, f *os.File, buf []byte) error {
 	// tar.Writer's ReadFrom would read 32 KiB at a time; buf is larger.
 	n, err := io.CopyBuffer(struct{ io.Writer }{tw}, taggedReader{io.LimitReader(f, e.size)}, buf)
 	if err != nil {
@@ -279,14 +342,14 @@ func copyFileExactly(tw io.Writer, e *hostEntry, buf []byte) error {
 		return err
 	}
 	if n != e.size {
-		return changed()
+		return changedWhileRead(e)
 	}
 	st, err := fstat(f)
 	if err != nil || st.Size != e.size {
-		return changed()
+		return changedWhileRead(e)
 	}
 	if mtime, ctime := statTimes(st); mtime.Nano() != e.sig.mtime || ctime.Nano() != e.sig.ctime {
-		return changed()
+		return changedWhileRead(e)
 	}
 	return nil
 }

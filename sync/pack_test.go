@@ -3,6 +3,7 @@ package sync
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -11,9 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/daytona"
 )
 
 func requireGNUTar(t *testing.T) {
@@ -233,4 +237,196 @@ func treeSnapshot(t testing.TB, root string) map[string]string {
 		return nil
 	}))
 	return out
+}
+
+// hookWriter calls hook once, at the first write after the first after
+// bytes (a point inside a member's content).
+type hookWriter struct {
+	w     io.Writer
+	after int64
+	n     int64
+	hook  func()
+}
+
+func (h *hookWriter) Write(p []byte) (int, error) {
+	if h.hook != nil && h.n+int64(len(p)) > h.after {
+		h.hook()
+		h.hook = nil
+	}
+	h.n += int64(len(p))
+	return h.w.Write(p)
+}
+
+// readTarFile returns the header and content of the archive's member name.
+func readTarFile(t *testing.T, archive []byte, name string) (*tar.Header, string) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(archive))
+	for {
+		h, err := tr.Next()
+		require.NoError(t, err, "no member %s", name)
+		if h.Name == name {
+			b, err := io.ReadAll(tr)
+			require.NoError(t, err)
+			return h, string(b)
+		}
+	}
+}
+
+// A file changed between the walk and its turn in the archive is archived
+// as it is when its turn comes (GNU tar stats each file just before
+// reading it), and its cache signature is the one archived.
+func TestWriteTarTakesFilesAsTheyAreWhenRead(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		change  func(t *testing.T, p string)
+		content string
+		mode    int64
+	}{
+		{"grown", func(t *testing.T, p string) {
+			require.NoError(t, os.WriteFile(p, []byte("longer than before"), 0o644))
+		}, "longer than before", 0o644},
+		{"shrunk", func(t *testing.T, p string) {
+			require.NoError(t, os.WriteFile(p, []byte("x"), 0o644))
+		}, "x", 0o644},
+		{"emptied", func(t *testing.T, p string) {
+			require.NoError(t, os.Truncate(p, 0))
+		}, "", 0o644},
+		{"chmod", func(t *testing.T, p string) {
+			require.NoError(t, os.Chmod(p, 0o600))
+		}, "original", 0o600},
+		{"replaced by rename, as editors save", func(t *testing.T, p string) {
+			tmp := p + ".swp"
+			require.NoError(t, os.WriteFile(tmp, []byte("saved"), 0o640))
+			require.NoError(t, os.Chmod(tmp, 0o640))
+			require.NoError(t, os.Rename(tmp, p))
+		}, "saved", 0o640},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			p := filepath.Join(root, "a.txt")
+			require.NoError(t, os.WriteFile(p, []byte("original"), 0o644))
+			require.NoError(t, os.Chmod(p, 0o644))
+			entries, err := walkHostTree(root, nil, false)
+			require.NoError(t, err)
+			require.Len(t, entries, 1)
+			// Make sure a rewrite within the same clock tick still differs.
+			time.Sleep(10 * time.Millisecond)
+			tt.change(t, p)
+
+			var buf bytes.Buffer
+			require.NoError(t, writeTar(&buf, entries, nil))
+			h, content := readTarFile(t, buf.Bytes(), "./a.txt")
+			assert.Equal(t, tt.content, content)
+			assert.Equal(t, int64(len(tt.content)), h.Size)
+			assert.Equal(t, tt.mode, h.Mode)
+
+			fi, err := os.Lstat(p)
+			require.NoError(t, err)
+			assert.Equal(t, sigOf(fi.Sys().(*syscall.Stat_t), tar.TypeReg, false), entries[0].sig, "the cache records what was sent")
+		})
+	}
+}
+
+// A change during the read still fails the pack, as GNU tar fails it, and
+// so does a name that no longer holds a regular file.
+func TestWriteTarFailsOnFilesChangedWhileRead(t *testing.T) {
+	t.Parallel()
+	const size = 1 << 20 // several reads of writeTar's buffer
+	tests := []struct {
+		name   string
+		before func(t *testing.T, p string) // between the walk and writeTar
+		during func(p string)               // once the content is being copied
+	}{
+		{"appended to while read", nil, func(p string) {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err == nil {
+				_, _ = f.WriteString("more")
+				f.Close()
+			}
+		}},
+		{"truncated while read", nil, func(p string) { _ = os.Truncate(p, 10) }},
+		{"rewritten in place while read", nil, func(p string) {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err == nil {
+				_, _ = f.WriteAt([]byte("changed"), size-7)
+				f.Close()
+			}
+		}},
+		{"replaced by a symlink", func(t *testing.T, p string) {
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, os.Symlink("/etc/hostname", p))
+		}, nil},
+		{"replaced by a pipe", func(t *testing.T, p string) {
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, syscall.Mkfifo(p, 0o644))
+		}, nil},
+		{"replaced by a folder", func(t *testing.T, p string) {
+			require.NoError(t, os.Remove(p))
+			require.NoError(t, os.Mkdir(p, 0o755))
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			p := filepath.Join(root, "big.bin")
+			require.NoError(t, os.WriteFile(p, bytes.Repeat([]byte("z"), size), 0o644))
+			entries, err := walkHostTree(root, nil, false)
+			require.NoError(t, err)
+			if tt.before != nil {
+				tt.before(t, p)
+			}
+			w := &hookWriter{w: io.Discard, after: 4096}
+			if tt.during != nil {
+				w.hook = func() { tt.during(p) }
+			}
+			err = writeTar(w, entries, nil)
+			require.ErrorIs(t, err, errChangedWhileRead)
+			assert.EqualError(t, err, "Daytona syncIn cannot archive "+p+": file changed as we read it")
+		})
+	}
+}
+
+// The plugin's case end to end: a file edited while the sync waits on the
+// sandbox (here during the mkdir round trip, after the walk) is sent as it
+// is now instead of failing the whole sync.
+func TestSyncInSendsFilesEditedAfterTheWalk(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src := filepath.Join(e.host, "src")
+	e.write("src/a.txt", "one", 0o644)
+	e.write("src/b.txt", "unchanged", 0o644)
+	cfg := e.config()
+	cfg.Cache = NewCache()
+	cfg.Sandbox = execHook{Sandbox: e.tb, before: func(cmd string) {
+		if strings.HasPrefix(cmd, "mkdir -p") {
+			_ = os.WriteFile(filepath.Join(src, "a.txt"), []byte("two, longer"), 0o644)
+		}
+	}}
+	target := e.remote("proj")
+	ops := []Operation{{ID: "op", Files: []Mapping{{SourcePath: src, TargetPath: target, Kind: KindDirectory}}}}
+	_, err := In(context.Background(), cfg, ops)
+	require.NoError(t, err)
+	b, err := os.ReadFile(filepath.Join(target, "a.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "two, longer", string(b))
+
+	// The cache holds what was sent: a second sync with nothing changed
+	// sends next to nothing.
+	cfg.Sandbox = e.tb
+	res, err := In(context.Background(), cfg, ops)
+	require.NoError(t, err)
+	assert.Less(t, res[0].BytesTransferred, int64(100))
+}
+
+// execHook runs before ahead of each command it passes on.
+type execHook struct {
+	Sandbox
+	before func(cmd string)
+}
+
+func (h execHook) Execute(ctx context.Context, req daytona.ExecuteRequest) (*daytona.ExecuteResponse, error) {
+	h.before(req.Command)
+	return h.Sandbox.Execute(ctx, req)
 }
