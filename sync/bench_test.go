@@ -46,7 +46,7 @@ func BenchmarkPackTree(b *testing.B) {
 		}
 		g := newAdaptiveGzip(io.Discard, time.Now)
 		g.ctl.force = storeOnly
-		if err := writeTar(g, entries, nil); err != nil {
+		if err := writeTar(g, entries, nil, neverRacy); err != nil {
 			b.Fatal(err)
 		}
 		if err := g.Close(); err != nil {
@@ -67,7 +67,7 @@ func BenchmarkExtractTree(b *testing.B) {
 		b.Fatal(err)
 	}
 	var archive bytes.Buffer
-	if err := writeTar(&archive, entries, nil); err != nil {
+	if err := writeTar(&archive, entries, nil, neverRacy); err != nil {
 		b.Fatal(err)
 	}
 	out := b.TempDir()

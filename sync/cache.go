@@ -1,8 +1,13 @@
 package sync
 
 import (
+	"hash/crc64"
+	"io"
+	"os"
 	"strings"
 	stdsync "sync"
+	"syscall"
+	"time"
 )
 
 // Cache remembers what earlier syncs in left in one sandbox, so that a
@@ -16,7 +21,13 @@ import (
 // same round trip that creates it; an entry is skipped only when the host
 // file still has its signature and the sandbox entry still has its own.
 // Any write, chmod, rename or replacement on either side changes a ctime
-// (which no user can set), so a changed file is never skipped. An entry the
+// (which no user can set), so a changed file is never skipped, with one
+// exception handled apart: where timestamps are coarse (Linux before 6.13
+// advances them once per jiffy, FAT every 2 s), a same-size rewrite in the
+// granule of the read leaves the signature as it was. An entry whose host
+// signature was that close to the sync is recorded as racy, with a digest
+// of what was sent, and is skipped later only if the host content still
+// has that digest (as Git does for its racily clean index entries). An entry the
 // sandbox no longer has, or that the listing could not show, is sent. What
 // a full sync would leave alone (sandbox files the host does not have)
 // stays as it is, exactly as `tar -xf` leaves it.
@@ -48,12 +59,98 @@ type treeState struct {
 type entryState struct {
 	host    hostSig
 	sandbox string
+	// racy: the host signature was taken within racyMargin of the sync's
+	// start, so a same-size rewrite right after the read may have kept it;
+	// sum is then the CRC-64 of the content (or link target) sent.
+	racy bool
+	sum  uint64
 }
 
 type fileState struct {
-	host    hostSig
-	mode    int64 // the mode the mapping asked for; -1 for none
-	sandbox string
+	entryState
+	mode int64 // the mode the mapping asked for; -1 for none
+}
+
+// racyMargin covers the coarsest host timestamps expected (FAT's 2 s; a
+// Linux jiffy is 1-10 ms) and the lag of the kernel's coarse clock behind
+// time.Now.
+const racyMargin = 2 * time.Second
+
+// racySince is the earliest host ctime or mtime (ns) that makes a signature
+// racy for a sync started at start: a later write in the same timestamp
+// granule could have left it unchanged. A time after start counts too.
+func racySince(start time.Time) int64 {
+	return start.Add(-racyMargin).UnixNano()
+}
+
+func (s hostSig) racy(since int64) bool {
+	return s.ctime >= since || s.mtime >= since
+}
+
+// unchanged says whether the entry recorded as st can be left alone: the
+// host file has the same signature, the sandbox entry its own, and, for a
+// racy record, the host content now has the digest that was sent (sum reads
+// it; it is called only when everything else matches, and a failure to read
+// counts as changed). Sandbox-side rewrites within one timestamp granule of
+// our write are not caught: that would take hashing in the sandbox.
+func (st entryState) unchanged(host hostSig, sandbox string, sum func() (uint64, error)) bool {
+	if st.sandbox == "" || st.host != host || sandbox != st.sandbox {
+		return false
+	}
+	if !st.racy {
+		return true
+	}
+	got, err := sum()
+	return err == nil && got == st.sum
+}
+
+// settled is st as recorded after a sync that verified it by its digest
+// (unchanged returned true): once its host times are clearly earlier than
+// that sync's start, their granule had ended before the check, so any
+// later write changes them and the signature suffices again.
+func (st entryState) settled(since int64) entryState {
+	if st.racy && !st.host.racy(since) {
+		st.racy, st.sum = false, 0
+	}
+	return st
+}
+
+// crcTable is CRC-64/ECMA: a fast (slicing-by-8) standard library checksum
+// that catches any accidental change with odds of 2^-64 of a miss. Nothing
+// here is adversarial (whoever writes the host file chooses its content
+// anyway), so a cryptographic hash would only cost time.
+func crcTable() *crc64.Table { return crc64.MakeTable(crc64.ECMA) }
+
+// contentSum is the digest of a host file's content as it is now; follow
+// says whether a symlink at path may be opened through. Anything but a
+// regular file fails.
+func contentSum(path string, follow bool) (uint64, error) {
+	flags := os.O_RDONLY | syscall.O_NONBLOCK
+	if !follow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(path, flags, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, &os.PathError{Op: "digest", Path: path, Err: syscall.EINVAL}
+	}
+	h := crc64.New(crcTable())
+	if _, err := io.Copy(h, f); err != nil {
+		return 0, err
+	}
+	return h.Sum64(), nil
+}
+
+// linkSum is the digest of a symlink's target.
+func linkSum(target string) uint64 {
+	return crc64.Checksum([]byte(target), crcTable())
 }
 
 // Len reports how many entries the cache holds.

@@ -1,9 +1,12 @@
 package sync
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc64"
 	"io"
 	"math"
 	"os"
@@ -22,6 +25,9 @@ func In(ctx context.Context, cfg Config, ops []Operation) ([]Result, error) {
 	if err := validateIn(cfg.RemoteDir, ops); err != nil {
 		return nil, err
 	}
+	// Taken before any host file is looked at, so that every signature of
+	// this sync is taken after it.
+	since := racySince(cfg.CacheClock())
 	results := make([]Result, 0, len(ops))
 	for _, op := range ops {
 		var res Result
@@ -35,14 +41,14 @@ func In(ctx context.Context, cfg Config, ops []Operation) ([]Result, error) {
 				dirs = append(dirs, m)
 			}
 		}
-		n, b, err := cfg.inFiles(ctx, files)
+		n, b, err := cfg.inFiles(ctx, files, since)
 		if err != nil {
 			return nil, err
 		}
 		res.FilesTransferred += n
 		res.BytesTransferred += b
 		for _, m := range dirs {
-			n, b, err := cfg.inDir(ctx, m)
+			n, b, err := cfg.inDir(ctx, m, since)
 			if err != nil {
 				return nil, err
 			}
@@ -119,8 +125,9 @@ func modeKey(m Mapping) int64 {
 // inFiles sends a batch of file mappings: one mkdir round trip, one bulk
 // upload to reserved temps in the remote dir (so the closing mv is an
 // atomic same-file-system rename and an interrupted upload never leaves a
-// truncated target), the modes set on the temps, one promote script.
-func (c *Config) inFiles(ctx context.Context, mappings []Mapping) (int64, int64, error) {
+// truncated target), the modes set on the temps, one promote script. since
+// is racySince of the sync's start.
+func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (int64, int64, error) {
 	if len(mappings) == 0 {
 		return 0, 0, nil
 	}
@@ -175,8 +182,16 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping) (int64, int64,
 	if len(candidates) > 0 {
 		listing := parseListing(out)
 		for i := range plans {
-			if f, ok := candidate[plans[i].m.TargetPath]; ok && f.sandbox != "" && listing[plans[i].m.TargetPath] == f.sandbox {
-				plans[i].skip = true
+			p := &plans[i]
+			f, ok := candidate[p.m.TargetPath]
+			if !ok {
+				continue
+			}
+			p.skip = f.unchanged(p.sig, listing[p.m.TargetPath], func() (uint64, error) {
+				return contentSum(p.m.SourcePath, true)
+			})
+			if settled := f.settled(since); p.skip && settled != f.entryState {
+				c.Cache.setFile(p.m.TargetPath, fileState{entryState: settled, mode: f.mode}, true)
 			}
 		}
 	}
@@ -184,11 +199,16 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping) (int64, int64,
 	var uploads []daytona.Upload
 	var sources []*lazyFile
 	var scratch, promoted []string
-	for _, p := range plans {
+	sent := make([]*lazyFile, len(plans))
+	for i, p := range plans {
 		if p.skip {
 			continue
 		}
 		f := &lazyFile{path: p.m.SourcePath}
+		if c.Cache != nil && p.sig.racy(since) {
+			f.sum = crc64.New(crcTable())
+		}
+		sent[i] = f
 		sources = append(sources, f)
 		uploads = append(uploads, daytona.Upload{Path: p.raw, Reader: f})
 		scratch = append(scratch, p.raw)
@@ -250,23 +270,31 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping) (int64, int64,
 	}
 	if c.Cache != nil {
 		listing := parseListing(out)
-		for _, p := range plans {
+		for i, p := range plans {
 			if p.skip {
 				continue
 			}
 			sig, ok := listing[p.m.TargetPath]
-			c.Cache.setFile(p.m.TargetPath, fileState{host: p.sig, mode: modeKey(p.m), sandbox: sig}, ok)
+			st := fileState{entryState: entryState{host: p.sig, sandbox: sig}, mode: modeKey(p.m)}
+			if f := sent[i]; f.sum != nil {
+				// Only a file read to its end has a digest of what landed.
+				st.racy, st.sum = true, f.sum.Sum64()
+				ok = ok && f.eof
+			}
+			c.Cache.setFile(p.m.TargetPath, st, ok)
 		}
 	}
 	return int64(len(mappings)), total, nil
 }
 
 // lazyFile opens its file on first read, so a batch of many files holds
-// one descriptor at a time.
+// one descriptor at a time. With sum set, it digests what it reads.
 type lazyFile struct {
 	path string
 	f    *os.File
 	err  error
+	sum  hash.Hash64
+	eof  bool
 }
 
 func (l *lazyFile) Read(p []byte) (int, error) {
@@ -282,9 +310,12 @@ func (l *lazyFile) Read(p []byte) (int, error) {
 		l.f = f
 	}
 	n, err := l.f.Read(p)
+	if l.sum != nil {
+		l.sum.Write(p[:n])
+	}
 	if err == io.EOF {
 		l.f.Close()
-		l.f, l.err = nil, io.EOF
+		l.f, l.err, l.eof = nil, io.EOF, true
 	} else if err != nil {
 		l.err = nodeFSError("read", l.path, pathErrno(err))
 		err = l.err
@@ -319,7 +350,8 @@ func uploadError(err error, sources []*lazyFile) error {
 // inDir sends one directory mapping: the tree is walked (the pack step),
 // the target created (and, with a cache, listed), a gzip tar of the tree,
 // or of what changed, streamed into the upload, and one extract script run.
-func (c *Config) inDir(ctx context.Context, m Mapping) (int64, int64, error) {
+// since is racySince of the sync's start.
+func (c *Config) inDir(ctx context.Context, m Mapping, since int64) (int64, int64, error) {
 	entries, err := withSpan(c, spanOptions{name: spanPack, wallMsAttr: attrPackWallMs}, func() ([]hostEntry, error) {
 		return walkHostTree(m.SourcePath, m.Exclude, m.FollowSymlinks)
 	})
@@ -343,7 +375,7 @@ func (c *Config) inDir(ctx context.Context, m Mapping) (int64, int64, error) {
 	}
 	var send []bool
 	if prev != nil {
-		send = changedEntries(entries, prev, parseListing(out))
+		send = changedEntries(entries, prev, parseListing(out), hostSum)
 	}
 
 	var archiveBytes int64
@@ -352,7 +384,11 @@ func (c *Config) inDir(ctx context.Context, m Mapping) (int64, int64, error) {
 		attributes: map[string]any{attrTransferGuardCount: 1, attrTransferDirection: directionInbound},
 	}, func() error {
 		var err error
-		archiveBytes, err = c.uploadTree(ctx, entries, send, remoteTar)
+		racyFrom := int64(neverRacy)
+		if useCache {
+			racyFrom = since
+		}
+		archiveBytes, err = c.uploadTree(ctx, entries, send, remoteTar, racyFrom)
 		return err
 	})
 	if err == nil {
@@ -366,7 +402,7 @@ func (c *Config) inDir(ctx context.Context, m Mapping) (int64, int64, error) {
 		return 0, 0, err
 	}
 	if useCache {
-		c.Cache.setTree(m.TargetPath, nextTreeState(entries, send, prev, parseListing(out)))
+		c.Cache.setTree(m.TargetPath, nextTreeState(entries, send, prev, parseListing(out), since))
 	}
 	return countHostFiles(m.SourcePath, m.Exclude), archiveBytes, nil
 }
@@ -374,14 +410,16 @@ func (c *Config) inDir(ctx context.Context, m Mapping) (int64, int64, error) {
 // changedEntries marks what a sync must send: every entry the cache cannot
 // vouch for on both sides, all names of a hard-link group any of whose
 // names is sent, and the folders above anything sent (so that tar gives
-// them back the mode and time a full extraction would).
-func changedEntries(entries []hostEntry, prev map[string]entryState, listing map[string]string) []bool {
+// them back the mode and time a full extraction would). sum digests a host
+// entry as it is now (hostSum), for entries recorded as racy.
+func changedEntries(entries []hostEntry, prev map[string]entryState, listing map[string]string, sum func(*hostEntry) (uint64, error)) []bool {
 	send := make([]bool, len(entries))
 	index := make(map[string]int, len(entries))
-	for i, e := range entries {
+	for i := range entries {
+		e := &entries[i]
 		index[e.rel] = i
 		st, ok := prev[e.rel]
-		send[i] = !ok || st.sandbox == "" || st.host != e.sig || listing[e.rel] != st.sandbox
+		send[i] = !ok || !st.unchanged(e.sig, listing[e.rel], func() (uint64, error) { return sum(e) })
 	}
 	group := func(i int) int {
 		if entries[i].linkOf >= 0 {
@@ -422,20 +460,34 @@ func changedEntries(entries []hostEntry, prev map[string]entryState, listing map
 }
 
 // nextTreeState is what the cache holds after a successful sync: entries
-// sent carry their new sandbox signature (when the listing showed it),
-// entries not sent keep theirs.
-func nextTreeState(entries []hostEntry, send []bool, prev map[string]entryState, listing map[string]string) map[string]entryState {
+// sent carry their new sandbox signature (when the listing showed it) and,
+// if racy, the digest of what was sent; entries not sent keep theirs, a racy
+// one (just verified by its digest) made plain once it no longer is racy.
+func nextTreeState(entries []hostEntry, send []bool, prev map[string]entryState, listing map[string]string, since int64) map[string]entryState {
 	next := make(map[string]entryState, len(entries))
 	for i, e := range entries {
 		if send == nil || send[i] {
 			if sig, ok := listing[e.rel]; ok {
-				next[e.rel] = entryState{host: e.sig, sandbox: sig}
+				next[e.rel] = entryState{host: e.sig, sandbox: sig, racy: e.racy, sum: e.sum}
 			}
 		} else if st, ok := prev[e.rel]; ok {
-			next[e.rel] = st
+			next[e.rel] = st.settled(since)
 		}
 	}
 	return next
+}
+
+// hostSum digests what a tree entry holds now: a regular file's content
+// (opened as the walk reached it) or a symlink's target (as the walk read
+// it, after the signature it is checked with). Other kinds are never racy.
+func hostSum(e *hostEntry) (uint64, error) {
+	switch e.kind {
+	case tar.TypeReg:
+		return contentSum(e.abs, e.sig.followedLinks)
+	case tar.TypeSymlink:
+		return linkSum(e.link), nil
+	}
+	return 0, fmt.Errorf("Daytona syncIn cannot digest %s", e.abs)
 }
 
 const (
@@ -448,7 +500,7 @@ var errUploadEnded = errors.New("upload ended")
 
 // uploadTree streams a gzip tar of the entries (those marked in send, or
 // all) into one upload, and returns the compressed size.
-func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []bool, remoteTar string) (int64, error) {
+func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []bool, remoteTar string, since int64) (int64, error) {
 	// A few MiB between the archive and the upload keep the upload busy
 	// while the producer opens the next files.
 	pr, pw := newBufferedPipe(uploadChunks, uploadChunkSize)
@@ -458,7 +510,7 @@ func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []boo
 	}
 	produced := make(chan error, 1)
 	go func() {
-		err := writeTar(gz, entries, send)
+		err := writeTar(gz, entries, send, since)
 		if err == nil {
 			err = gz.Close()
 		}

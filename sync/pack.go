@@ -4,8 +4,11 @@ import (
 	"archive/tar"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc64"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -30,10 +33,15 @@ type hostEntry struct {
 	rdev   uint64
 	sig    hostSig
 	linkOf int // index of the first member of its hard-link group, -1 for none
+	// racy and sum are set by writeTar for a file or symlink archived
+	// with a racy signature (see entryState): the digest of what went in.
+	racy bool
+	sum  uint64
 }
 
 // hostSig identifies a host file's state: any write, chmod, rename or
-// replacement changes its ctime or inode.
+// replacement changes its ctime or inode, unless it falls in the same
+// coarse timestamp granule as the signature (see entryState.racy).
 type hostSig struct {
 	dev, ino      uint64
 	size          int64
@@ -212,10 +220,14 @@ func (n *idNames) group(id int) string {
 // fails the plugin's pack in that case too.
 var errChangedWhileRead = errors.New("file changed as we read it")
 
+// neverRacy, as writeTar's since, digests nothing.
+const neverRacy = math.MaxInt64
+
 // writeTar writes the given entries as a tar stream (no end-of-archive
 // padding beyond what tar.Writer.Close adds). A regular file's entry is
-// updated to what was archived.
-func writeTar(w io.Writer, entries []hostEntry, send []bool) error {
+// updated to what was archived; a file or symlink whose signature is racy
+// from since on (see racySince) also gets the digest of what was archived.
+func writeTar(w io.Writer, entries []hostEntry, send []bool, since int64) error {
 	tw := tar.NewWriter(w)
 	var names idNames
 	buf := make([]byte, 256<<10)
@@ -235,6 +247,7 @@ func writeTar(w io.Writer, entries []hostEntry, send []bool) error {
 				return err
 			}
 		}
+		e.racy = (e.kind == tar.TypeReg || e.kind == tar.TypeSymlink) && e.sig.racy(since)
 		err := writeMember(tw, &names, e, f, buf)
 		if f != nil {
 			f.Close()
@@ -272,7 +285,12 @@ func writeMember(tw *tar.Writer, names *idNames, e *hostEntry, f *os.File, buf [
 	if err := tw.WriteHeader(h); err != nil {
 		return fmt.Errorf("Daytona syncIn cannot archive %s: %w", e.abs, err)
 	}
-	if e.kind == tar.TypeReg && e.size > 0 {
+	switch {
+	case e.racy && e.kind == tar.TypeSymlink:
+		e.sum = linkSum(e.link)
+	case e.racy && e.size == 0:
+		e.sum = crc64.Checksum(nil, crcTable())
+	case e.kind == tar.TypeReg && e.size > 0:
 		return copyFileExactly(tw, e, f, buf)
 	}
 	return nil
@@ -331,9 +349,17 @@ func restat(e *hostEntry) (*os.File, error) {
 
 // copyFileExactly copies the content of f, opened by restat, which must
 // not change while it is read: the same size and times as when opened.
+// A racy entry's digest is taken from the very bytes archived: a rewrite
+// during the read that its times cannot show still differs from it later.
 func copyFileExactly(tw io.Writer, e *hostEntry, f *os.File, buf []byte) error {
 	// tar.Writer's ReadFrom would read 32 KiB at a time; buf is larger.
-	n, err := io.CopyBuffer(struct{ io.Writer }{tw}, taggedReader{io.LimitReader(f, e.size)}, buf)
+	dst := struct{ io.Writer }{tw}
+	var h hash.Hash64
+	if e.racy {
+		h = crc64.New(crcTable())
+		dst.Writer = io.MultiWriter(tw, h)
+	}
+	n, err := io.CopyBuffer(dst, taggedReader{io.LimitReader(f, e.size)}, buf)
 	if err != nil {
 		var se *sourceErr
 		if errors.As(err, &se) {
@@ -350,6 +376,9 @@ func copyFileExactly(tw io.Writer, e *hostEntry, f *os.File, buf []byte) error {
 	}
 	if mtime, ctime := statTimes(st); mtime.Nano() != e.sig.mtime || ctime.Nano() != e.sig.ctime {
 		return changedWhileRead(e)
+	}
+	if h != nil {
+		e.sum = h.Sum64()
 	}
 	return nil
 }

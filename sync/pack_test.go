@@ -189,7 +189,7 @@ func TestWriteTarExtractsWithGNUTar(t *testing.T) {
 	entries, err := walkHostTree(root, nil, false)
 	require.NoError(t, err)
 	var buf bytes.Buffer
-	require.NoError(t, writeTar(&buf, entries, nil))
+	require.NoError(t, writeTar(&buf, entries, nil, neverRacy))
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	require.NoError(t, os.Mkdir(out, 0o755))
@@ -316,7 +316,7 @@ func TestWriteTarTakesFilesAsTheyAreWhenRead(t *testing.T) {
 			tt.change(t, p)
 
 			var buf bytes.Buffer
-			require.NoError(t, writeTar(&buf, entries, nil))
+			require.NoError(t, writeTar(&buf, entries, nil, neverRacy))
 			h, content := readTarFile(t, buf.Bytes(), "./a.txt")
 			assert.Equal(t, tt.content, content)
 			assert.Equal(t, int64(len(tt.content)), h.Size)
@@ -381,7 +381,7 @@ func TestWriteTarFailsOnFilesChangedWhileRead(t *testing.T) {
 			if tt.during != nil {
 				w.hook = func() { tt.during(p) }
 			}
-			err = writeTar(w, entries, nil)
+			err = writeTar(w, entries, nil, neverRacy)
 			require.ErrorIs(t, err, errChangedWhileRead)
 			assert.EqualError(t, err, "Daytona syncIn cannot archive "+p+": file changed as we read it")
 		})

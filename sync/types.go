@@ -83,6 +83,11 @@ type Config struct {
 	Cache *Cache
 	// Now is the clock for span timings; default time.Now.
 	Now func() time.Time
+	// CacheClock tells when a sync starts, for the Cache to find host
+	// files changed too recently for their timestamps to be trusted (see
+	// racySince); default time.Now. Apart from Now, which tests fake for
+	// span timings, since this one is compared with the kernel's file times.
+	CacheClock func() time.Time
 	// Local says the sandbox's toolbox is on this machine (loopback): a
 	// directory's tar is then stored in its gzip stream, not compressed,
 	// since compressing can only move CPU time from one process of this
@@ -96,6 +101,9 @@ func (c *Config) defaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.CacheClock == nil {
+		c.CacheClock = time.Now
 	}
 	if c.Tracer == nil {
 		c.Tracer = noTracer{}
