@@ -263,11 +263,16 @@ type request struct {
 	// download marks a response streamed to the caller for as long as the
 	// transfer takes.
 	download bool
+	// untilDone marks a request answered only when the command it runs ends
+	// (a synchronous execute), however long that takes.
+	untilDone bool
 }
 
-// transfer reports whether the exchange may last as long as a file takes to
-// stream; it then takes no slot of the request queue (see RequestQueue).
-func (r *request) transfer() bool { return r.stream != nil || r.download }
+// long reports whether the exchange may last as long as a file takes to
+// stream or a command to run; it then takes no slot of the request queue
+// (see RequestQueue), where it would hold up every short request to the
+// host (all sandboxes' toolboxes share one proxy host) until it ended.
+func (r *request) long() bool { return r.stream != nil || r.download || r.untilDone }
 
 func newJSONRequest(method string, u *url.URL, in any) (*request, error) {
 	r := &request{method: method, url: u}
@@ -321,7 +326,7 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 		}
 		sent := time.Now()
 		release := func() {}
-		if !r.transfer() {
+		if !r.long() {
 			if release, err = c.queue.acquire(ctx, hostKey(r.url)); err != nil {
 				return nil, c.transportError(ctx, r, err)
 			}
@@ -459,5 +464,16 @@ func (c *Client) sendJSON(ctx context.Context, method string, u *url.URL, in, ou
 	if err != nil {
 		return err
 	}
+	return c.do(ctx, r, out)
+}
+
+// sendJSONUntilDone is sendJSON for a request answered only when the
+// command it runs ends: it takes no slot of the request queue.
+func (c *Client) sendJSONUntilDone(ctx context.Context, method string, u *url.URL, in, out any) error {
+	r, err := newJSONRequest(method, u, in)
+	if err != nil {
+		return err
+	}
+	r.untilDone = true
 	return c.do(ctx, r, out)
 }

@@ -23,7 +23,8 @@ import (
 // Only short exchanges take a slot: a request and its response, the dial of
 // a prepared log-stream connection, a WebSocket handshake. What lives long
 // does not (a followed log stream or a terminal after its handshake, a
-// streamed upload or download), so it can neither starve short requests nor
+// streamed upload or download, a synchronous execute, which is answered
+// when its command ends), so it can neither starve short requests nor
 // wait, holding a slot, for a request stuck behind it. A slot is always
 // given back when its exchange ends, whatever the caller does next.
 type RequestQueue struct {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,4 +141,54 @@ func TestClientBoundsRequestsPerHostAndReusesConnections(t *testing.T) {
 	assert.EqualValues(t, limit, most.Load(), "never more than the bound in flight")
 	assert.LessOrEqual(t, conns.Load(), int32(limit), "connections are reused")
 	assert.Zero(t, q.queued(host))
+}
+
+// A request answered only when its command ends (a synchronous execute or
+// session exec) takes no slot of the host's queue: with every slot of a
+// one-slot queue otherwise free, a short request of another sandbox behind
+// the same proxy host goes through while the command still runs.
+func TestRunningCommandHoldsNoQueueSlot(t *testing.T) {
+	t.Parallel()
+	for name, run := range map[string]func(tb *Toolbox) error{
+		"execute": func(tb *Toolbox) error {
+			_, err := tb.Execute(context.Background(), ExecuteRequest{Command: "sleep 3600"})
+			return err
+		},
+		"synchronous session exec": func(tb *Toolbox) error {
+			_, err := tb.SessionExec(context.Background(), "s", SessionExecRequest{Command: "sleep 3600"})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			arrived, release := make(chan struct{}), make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasPrefix(r.URL.Path, "/toolbox/sb-1/") {
+					close(arrived)
+					<-release // the command runs
+					writeJSON(w, 200, map[string]any{"exitCode": 0, "result": "", "cmdId": "c"})
+					return
+				}
+				writeJSON(w, 200, map[string]any{"dir": "/home"})
+			}))
+			defer srv.Close()
+			c, err := New(Config{APIKey: testKey, APIURL: srv.URL + "/api", Queue: NewRequestQueue(1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- run(c.ToolboxFor("sb-1", srv.URL+"/toolbox")) }()
+			<-arrived
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err = c.ToolboxFor("sb-2", srv.URL+"/toolbox").WorkDir(ctx)
+			close(release)
+			if err != nil {
+				t.Errorf("a short request behind a running command: %v", err)
+			}
+			if err := <-done; err != nil {
+				t.Errorf("the command: %v", err)
+			}
+		})
+	}
 }

@@ -127,7 +127,12 @@ func (t *Toolbox) SessionExec(ctx context.Context, sessionID string, req Session
 		Stderr   *string `json:"stderr"`
 		ExitCode *int    `json:"exitCode"`
 	}
-	if err := t.send(ctx, http.MethodPost, body, &out, "process", "session", sessionID, "exec"); err != nil {
+	send := t.send
+	if !req.Async {
+		// A synchronous exec answers when the command ends: no queue slot.
+		send = t.sendUntilDone
+	}
+	if err := send(ctx, http.MethodPost, body, &out, "process", "session", sessionID, "exec"); err != nil {
 		return nil, err
 	}
 	return &SessionExecResponse{

@@ -98,6 +98,15 @@ func (t *Toolbox) send(ctx context.Context, method string, in, out any, segments
 	return t.c.sendJSON(ctx, method, u, in, out)
 }
 
+// sendUntilDone is send for a request answered only when its command ends.
+func (t *Toolbox) sendUntilDone(ctx context.Context, method string, in, out any, segments ...string) error {
+	u, err := t.endpoint(ctx, segments...)
+	if err != nil {
+		return err
+	}
+	return t.c.sendJSONUntilDone(ctx, method, u, in, out)
+}
+
 // WorkDir returns the sandbox's working directory (the image WORKDIR, or the
 // user's home); relative toolbox paths resolve against it.
 func (t *Toolbox) WorkDir(ctx context.Context) (string, error) {
@@ -213,7 +222,8 @@ func (t *Toolbox) Execute(ctx context.Context, req ExecuteRequest) (*ExecuteResp
 		Code     *int   `json:"code"`
 		Result   string `json:"result"`
 	}
-	if err := t.send(ctx, http.MethodPost, body, &out, "process", "execute"); err != nil {
+	// The answer comes when the command ends: no queue slot (see request.long).
+	if err := t.sendUntilDone(ctx, http.MethodPost, body, &out, "process", "execute"); err != nil {
 		return nil, err
 	}
 	resp := &ExecuteResponse{Result: out.Result}
