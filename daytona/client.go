@@ -118,6 +118,8 @@ type Client struct {
 	streams *streamDialer // nil: log streams are not prepared
 	queue   *RequestQueue
 	log     zerolog.Logger
+	// waitRefreshBound is the const of that name; tests shorten it.
+	waitRefreshBound time.Duration
 	// copyBuffers lends log streams the buffer a message is copied through.
 	copyBuffers sync.Pool
 }
@@ -146,6 +148,8 @@ func New(cfg Config) (*Client, error) {
 		randf:  cfg.Rand,
 		queue:  cfg.Queue,
 		log:    cfg.Log,
+
+		waitRefreshBound: waitRefreshBound,
 	}
 	if c.queue == nil {
 		c.queue = NewRequestQueue(0)

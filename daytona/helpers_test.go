@@ -47,6 +47,13 @@ func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 	return ctx.Err()
 }
 
+// Advance moves the clock without recording a sleep: time a request took.
+func (f *fakeClock) Advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
 func (f *fakeClock) Sleeps() []time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -694,14 +694,15 @@ func setIf(q map[string][]string, k, v string) {
 	}
 }
 
-// remaining is what is left of timeout (<= 0: unlimited) since start.
+// remaining is what is left of timeout (<= 0: unlimited) since start. A
+// budget used up leaves 1 ns, not 0 (unlimited): the wait then sends only
+// its final refresh, as the SDK's 1 ms clamp does.
 func remaining(timeout time.Duration, start, now time.Time) time.Duration {
 	if timeout <= 0 {
 		return 0
 	}
 	left := timeout - now.Sub(start)
 	if left <= 0 {
-		// Still allow the final refresh the wait always makes.
 		return time.Nanosecond
 	}
 	return left

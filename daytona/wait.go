@@ -54,7 +54,8 @@ func (g waitGoal) goneOK() bool { return g == waitStopped || g == waitDestroyed 
 // WaitForState polls the sandbox until its state is one of states, within
 // timeout (<= 0: only ctx bounds it). It fails with a *SandboxStateError
 // when the sandbox reaches error or build_failed (unless listed), and with a
-// *WaitTimeoutError when time runs out. Listing StateDestroyed makes a 404
+// *WaitTimeoutError when time runs out and one more refresh, sent after the
+// timeout, does not see the state either. Listing StateDestroyed makes a 404
 // count as reaching it.
 func (c *Client) WaitForState(ctx context.Context, id string, timeout time.Duration, states ...SandboxState) (*Sandbox, error) {
 	if len(states) == 0 {
@@ -79,20 +80,23 @@ func (c *Client) waitForState(ctx context.Context, id string, timeout time.Durat
 	return c.poll(ctx, id, timeout, g.targets(), g.reached, g.goneOK())
 }
 
-// poll is the single wait loop behind every lifecycle wait.
+// waitRefreshBound bounds the GET a wait sends once its timeout has passed
+// (its final refresh) and how long a poll sent before then may answer after
+// it. Long enough for a control-plane round trip plus a retry after a
+// transient failure; short next to the usual 60 s budgets, so a wait
+// overruns its timeout by at most twice this.
+const waitRefreshBound = 5 * time.Second
+
+// poll is the single wait loop behind every lifecycle wait. Like the SDK it
+// always makes one refresh once the timeout has passed and evaluates it as
+// any poll, so a start that used up the budget, or a state reached in the
+// last interval, is still seen (a failed final refresh is reported as a
+// poll's failure would be; the SDK reports a timeout). No request runs under
+// a context that ends at the deadline: it could not answer in time.
 func (c *Client) poll(ctx context.Context, id string, timeout time.Duration, targets []SandboxState,
 	reached func(SandboxState) bool, goneOK bool) (*Sandbox, error) {
 	start := c.clock.Now()
-	reqCtx := ctx
-	var deadline time.Time
-	if timeout > 0 {
-		deadline = start.Add(timeout)
-		var cancel context.CancelFunc
-		// Bound the polls themselves too, so a hanging GET cannot outlast
-		// the wait.
-		reqCtx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
+	deadline := start.Add(timeout)
 	timeoutErr := func(last *Sandbox) error {
 		e := &WaitTimeoutError{SandboxID: id, Target: targets, Timeout: timeout}
 		if timeout <= 0 {
@@ -120,7 +124,19 @@ func (c *Client) poll(ctx context.Context, id string, timeout time.Duration, tar
 		if err := c.clock.Sleep(ctx, sleep); err != nil {
 			return last, ctxErr(last)
 		}
+		// The bound is a duration from the injected clock's reading, so the
+		// deadline logic follows that clock; a poll sent at or after the
+		// deadline is the final refresh.
+		final := false
+		reqCtx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			left := deadline.Sub(c.clock.Now())
+			final = left <= 0
+			reqCtx, cancel = context.WithTimeout(ctx, max(left, 0)+c.waitRefreshBound)
+		}
 		sb, err := c.Get(reqCtx, id)
+		boundHit := reqCtx.Err() != nil
+		cancel()
 		switch {
 		case err == nil:
 			last = sb
@@ -140,16 +156,17 @@ func (c *Client) poll(ctx context.Context, id string, timeout time.Duration, tar
 			return gone, nil
 		case ctx.Err() != nil:
 			return last, ctxErr(last)
-		case reqCtx.Err() != nil:
+		case boundHit:
 			return last, timeoutErr(last)
 		default:
 			return last, err
 		}
-		now := c.clock.Now()
-		if timeout > 0 && !now.Before(deadline) {
+		if final {
 			return last, timeoutErr(last)
 		}
-		if now.Sub(start) > pollSlowAfter {
+		// A poll that answers after the deadline is followed at once by the
+		// final refresh (the next sleep is clamped to zero).
+		if c.clock.Now().Sub(start) > pollSlowAfter {
 			interval = min(time.Duration(float64(interval)*pollGrowFactor), pollMax)
 		}
 	}
