@@ -204,8 +204,10 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		if errors.As(err, &refused) && ctx.Err() == nil {
 			// The command never started. If that is because the sandbox
 			// stopped behind a handle still thought fresh (the plugin fails
-			// here with Daytona's 400), start it and try once more.
-			if rerr := s.refresh(ctx); rerr == nil && s.state() != daytona.StateStarted {
+			// here with Daytona's 400), start it and try once more, unless a
+			// release or stop of the lease stopped it: that work was to be
+			// cancelled, and the plugin's 400 stands.
+			if rerr := s.refresh(ctx); rerr == nil && s.state() != daytona.StateStarted && !w.leases.closing(s.key) {
 				w.leases.takeSessionID(s.key)
 				if err := s.ensureStarted(ctx, timeoutSeconds(timeoutMs)); err != nil {
 					return nil, err
@@ -408,10 +410,11 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	defer prepared.Close()
 	exec := daytona.SessionExecRequest{Command: "( " + script + " )", Async: true}
 	dispatched, err := tb.SessionExec(runCtx, sessionID, exec)
-	if err != nil && sessionGone(err) && !c.expired(ctx, runCtx) {
+	if err != nil && sessionGone(err) && !c.expired(ctx, runCtx) && !c.w.leases.closing(c.s.key) {
 		// The session's shell is gone, so the command never ran: the sandbox
 		// restarted behind a handle that still said started, or the session
-		// was deleted. Once more, in a fresh session.
+		// was deleted. Once more, in a fresh session; not while the lease is
+		// released or stopped, whose teardown deleted it.
 		c.w.leases.forgetSession(c.s.key, sessionID)
 		c.leaveSession(ctx, sessionID)
 		if sessionID, err = c.joinSession(runCtx); err != nil {

@@ -157,3 +157,37 @@ func TestDispatchIntoAVanishedSessionOpensAFreshOne(t *testing.T) {
 	assert.NotEqual(t, gone, leaseSessionID(w))
 	require.NoError(t, l.destroy(ctx))
 }
+
+// An execute admitted before a release that cancels active work, whose
+// command reaches the sandbox only after the release stopped it, fails with
+// Daytona's refusal as the plugin's does: it must not start the stopped
+// sandbox again to run work the release was to cancel.
+func TestExecuteAfterACancellingReleaseDoesNotRestartTheSandbox(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"reuseLease":true`)
+	ctx := t.Context()
+	_, err := l.execute(ctx, `"command":"true"`)
+	require.NoError(t, err)
+
+	gate := make(chan struct{})
+	env.Server.AddFault(emulator.Fault{Method: "POST", Path: `/process/session/[^/]+/exec$`, SandboxID: l.id, Times: 1, Gate: gate})
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.execute(ctx, `"command":"echo","args":["ran"]`)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return env.Server.Requests()[routeSessionExec] == 2 }, time.Minute, 5*time.Millisecond,
+		"the command is on its way")
+	_, err = w.Handle(ctx, requestOf("environmentReleaseLease", `{`+l.base+`,"providerLeaseId":"`+l.id+`","cancelActiveWork":true}`))
+	require.NoError(t, err)
+	v, _ := env.Server.Sandbox(l.id)
+	require.Equal(t, "stopped", string(v.State))
+
+	close(gate)
+	assert.Error(t, <-done, "the command reached a stopped sandbox")
+	v, _ = env.Server.Sandbox(l.id)
+	assert.Equal(t, "stopped", string(v.State), "the released lease's sandbox stays stopped")
+}

@@ -226,6 +226,16 @@ func (l *leases) isClosed(key string) bool {
 	return e != nil && e.closed
 }
 
+// closing reports whether the lease is closed or a teardown of it is under
+// way: work admitted before must not start its sandbox again or open a
+// session in it.
+func (l *leases) closing(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entries[key]
+	return e != nil && (e.closed || e.teardown != nil)
+}
+
 // ---- handle cache ----
 
 // handle is one cached sandbox. The sandbox value is refreshed in place so
