@@ -191,3 +191,25 @@ func TestExecuteAfterACancellingReleaseDoesNotRestartTheSandbox(t *testing.T) {
 	v, _ = env.Server.Sandbox(l.id)
 	assert.Equal(t, "stopped", string(v.State), "the released lease's sandbox stays stopped")
 }
+
+// A stop whose auto-delete request Daytona never answers ends within the
+// lease's liveness bound (the host cannot cancel a call): it fails as timed
+// out instead of holding the lease's teardown, and every resume behind it,
+// for as long as the worker runs.
+func TestStopLeaseWithAHungControlCallEnds(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"reuseLease":true`, `"livenessTimeoutMs":300`)
+	remove := env.Server.AddFault(emulator.Fault{Method: "POST", Path: `/autodelete/`, SandboxID: l.id, Hang: true})
+	ctx := t.Context()
+	_, err := w.Handle(ctx, requestOf("environmentStopLease", `{`+l.base+`,"providerLeaseId":"`+l.id+`"}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "timed out")
+	remove()
+
+	_, err = w.Handle(ctx, requestOf("environmentResumeLease", `{`+l.base+`,"providerLeaseId":"`+l.id+`"}`))
+	require.NoError(t, err, "a resume after the failed stop")
+	require.NoError(t, l.destroy(ctx))
+}

@@ -198,7 +198,7 @@ func (w *Worker) stopRetained(ctx context.Context, p protocol.ReleaseLeaseParams
 		return nil, fmt.Errorf("Daytona sandbox %s no longer exists, so it cannot be stopped and retained.", id)
 	}
 	// Retained files must outlive the stop: no auto-delete, confirmed.
-	if _, err := s.client.SetAutoDeleteInterval(ctx, id, -1); err != nil {
+	if err := t.setAutoDelete(ctx, s, -1); err != nil {
 		return nil, fmt.Errorf("disable auto-delete before stopping sandbox %s: %w", id, err)
 	}
 	if err := s.refresh(ctx); err != nil {
@@ -292,11 +292,33 @@ func (t *teardown) stopAndArchive(ctx context.Context, s *leaseSandbox, cfg Driv
 			return err
 		}
 	}
-	if _, err := s.client.SetAutoDeleteInterval(ctx, s.id(), archiveOnReleaseAutoDelete); err != nil {
+	if err := t.setAutoDelete(ctx, s, archiveOnReleaseAutoDelete); err != nil {
 		return err
 	}
-	_, err := s.client.Archive(ctx, s.id())
+	_, err := withBound(ctx, "sandbox.archive", t.controlBound(), func(ctx context.Context) (*daytona.Sandbox, error) {
+		return s.client.Archive(ctx, s.id())
+	})
 	return err
+}
+
+// setAutoDelete sets the sandbox's auto-delete interval under controlBound:
+// the host cannot cancel a call, so a request Daytona never answers would
+// otherwise hold the lease's teardown (and every resume waiting on it) for
+// as long as the worker runs.
+func (t *teardown) setAutoDelete(ctx context.Context, s *leaseSandbox, minutes int) error {
+	_, err := withBound(ctx, "sandbox.setAutoDeleteInterval", t.controlBound(), func(ctx context.Context) (*daytona.Sandbox, error) {
+		return s.client.SetAutoDeleteInterval(ctx, s.id(), minutes)
+	})
+	return err
+}
+
+// controlBound bounds one control-plane call of a teardown: the lease's
+// livenessTimeoutMs, or terminateBound when that is disabled.
+func (t *teardown) controlBound() time.Duration {
+	if ms := t.sc.config.LivenessTimeoutMs; ms > 0 && isFinite(ms) {
+		return daytona.MillisecondsDuration(ms)
+	}
+	return t.terminateBound()
 }
 
 // delete deletes the sandbox and waits until Daytona confirms it is gone.
