@@ -87,6 +87,12 @@ func (c *Client) waitForState(ctx context.Context, id string, timeout time.Durat
 // overruns its timeout by at most twice this.
 const waitRefreshBound = 5 * time.Second
 
+// WaitOverrun is how long past its timeout a lifecycle wait may run: a poll
+// sent before the deadline answering late, then the final refresh. A caller
+// bounding a wait by a context of its own gives it this much more, or the
+// final refresh is cut off.
+const WaitOverrun = 2 * waitRefreshBound
+
 // poll is the single wait loop behind every lifecycle wait. Like the SDK it
 // always makes one refresh once the timeout has passed and evaluates it as
 // any poll, so a start that used up the budget, or a state reached in the

@@ -85,7 +85,7 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	}
 	a.sandboxID = sbx.ID
 	if sbx.State != daytona.StateStarted {
-		got, err := client.WaitUntilStarted(bctx, sbx.ID, budget)
+		got, err := waitStartedWithin(ctx, bctx, client, sbx.ID)
 		if err != nil {
 			return nil, a.failAfterCreate(bctx, "create", err)
 		}

@@ -72,7 +72,7 @@ func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg Drive
 		}
 	}()
 	if sbx.State != daytona.StateStarted {
-		started, err := client.WaitUntilStarted(bctx, sbx.ID, timeout)
+		started, err := waitStartedWithin(ctx, bctx, client, sbx.ID)
 		if err != nil {
 			return nil, createError(err, errors.Is(bctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil, cfg)
 		}

@@ -328,3 +328,18 @@ func hasMissingContainer(sbx *daytona.Sandbox) bool {
 	return sbx.State == daytona.StateError && !sbx.Recoverable && sbx.ID != "" &&
 		sbx.ErrorReason == missingContainerReason(sbx.ID)
 }
+
+// waitStartedWithin waits for a sandbox the worker just created to start
+// within what is left of bctx's budget. The wait's final refresh, made once
+// that has passed (as the SDK's is), runs under ctx for up to
+// daytona.WaitOverrun more: under bctx it would be cancelled, and a sandbox
+// that started as the budget ran out would be reported as timed out.
+func waitStartedWithin(ctx, bctx context.Context, client *daytona.Client, id string) (*daytona.Sandbox, error) {
+	deadline, ok := bctx.Deadline()
+	if !ok {
+		return nil, errors.New("waitStartedWithin: the budget context has no deadline")
+	}
+	wctx, cancel := context.WithDeadline(ctx, deadline.Add(daytona.WaitOverrun))
+	defer cancel()
+	return client.WaitUntilStarted(wctx, id, max(time.Until(deadline), 0))
+}
