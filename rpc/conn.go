@@ -375,11 +375,15 @@ func (c *Conn) replyError(req *Request, err error) {
 
 // shutdown runs the shutdown request: the handler's cleanup first (it closes
 // terminals and channels, which also unblocks handlers waiting on them), then
-// a bounded drain of in-flight requests, then the reply.
+// a bounded drain of in-flight requests (ShutdownGrace from the request, then
+// CancelWait once they are cancelled), then the reply.
 func (c *Conn) shutdown(req *Request) {
 	ctx := WithInvocation(c.base, req.Invocation)
+	// The grace counts from the request: the handler's cleanup (which may
+	// wait for work of its own) runs inside it, not before it.
+	graceEnd := time.Now().Add(c.opts.ShutdownGrace)
 	result, err := c.invoke(ctx, req)
-	if !c.waitInflight(c.opts.ShutdownGrace) {
+	if !c.waitInflight(time.Until(graceEnd)) {
 		c.log.Warn().Msg("in-flight requests still running at shutdown; cancelling them")
 		c.cancel()
 		c.waitInflight(c.opts.CancelWait)

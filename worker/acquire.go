@@ -70,20 +70,29 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	// The plugin's create has toTimeoutSeconds(timeoutMs): at least a second.
 	budget := daytona.SecondsDuration(jsTimeoutSeconds(cfg.TimeoutMs))
 	secs := jsTimeoutSeconds(cfg.TimeoutMs)
-	bctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-
 	attempt := w.newID()
 	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID,
 		reuseLease: cfg.ReuseLease, runID: p.RunID, attemptID: attempt})
 	a := &acquisition{w: w, client: client, params: p, cfg: cfg, account: account, attempt: attempt,
 		name: createNamePrefix + attempt, labels: labels, budget: budget, parent: ctx}
+	// Tracked until the sandbox is handed over or cleaned up: Close waits
+	// for the cleanup (bounded) instead of exiting in the middle of it.
+	a.creation, err = w.creations.begin("acquire", a.name)
+	if err != nil {
+		return nil, err
+	}
+	defer a.creation.end()
+	bctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	bctx, unbind := a.creation.bind(bctx)
+	defer unbind()
 
 	sbx, err := client.Create(bctx, createParams(cfg, a.name, labels))
 	if err != nil {
 		return nil, a.createFailed(bctx, err)
 	}
 	a.sandboxID = sbx.ID
+	a.creation.created(sbx.ID)
 	if sbx.State != daytona.StateStarted {
 		got, err := waitStartedWithin(ctx, bctx, client, sbx.ID)
 		if err != nil {
@@ -137,12 +146,16 @@ type acquisition struct {
 	labels    map[string]string
 	budget    time.Duration
 	parent    context.Context
+	creation  *creation
 	sandboxID string
 }
 
 // phaseError words a failure of one acquisition phase; a budget overrun
 // says so in the plugin's terms.
 func (a *acquisition) phaseError(bctx context.Context, phase string, err error) error {
+	if errors.Is(context.Cause(bctx), errShuttingDown) {
+		return fmt.Errorf("Daytona lease acquisition cancelled during %s: %w (%w)", phase, errShuttingDown, err)
+	}
 	budgetSpent := errors.Is(bctx.Err(), context.DeadlineExceeded) && a.parent.Err() == nil
 	if phase == "create" {
 		return createError(err, budgetSpent, a.cfg)
@@ -177,9 +190,10 @@ func createError(err error, budgetSpent bool, cfg DriverConfig) error {
 }
 
 // cleanupContext outlives the acquire budget (and the caller's cancellation)
-// just long enough to delete what was created.
+// just long enough to delete what was created, and ends before the worker
+// exits so that the envelope can still reach the host.
 func (a *acquisition) cleanupContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(a.parent), cleanupGrace)
+	return a.creation.cleanupContext(a.parent)
 }
 
 // failAfterCreate deletes the sandbox this attempt created. If the delete

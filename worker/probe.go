@@ -50,12 +50,20 @@ func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg Drive
 	attempt := w.newID()
 	name := probeNamePrefix + attempt
 	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID, reuseLease: cfg.ReuseLease, attemptID: attempt})
+	// Tracked until its sandbox is deleted, for Close.
+	cr, err := w.creations.begin("probe", name)
+	if err != nil {
+		return nil, err
+	}
+	defer cr.end()
 	bctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	bctx, unbind := cr.bind(bctx)
+	defer unbind()
 	sbx, err := client.Create(bctx, createParams(cfg, name, labels))
 	if err != nil {
 		if !definitelyNotCreated(err) {
-			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupGrace)
+			cctx, ccancel := cr.cleanupContext(ctx)
 			defer ccancel()
 			if found, outcome := removeUncertainCreate(cctx, client, name, attempt); outcome != createRemoved {
 				w.log.Warn().Str("name", name).Str("sandbox", found).Msg("the probe's create failed and its sandbox could not be confirmed deleted")
@@ -63,11 +71,12 @@ func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg Drive
 		}
 		return nil, createError(err, errors.Is(bctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil, cfg)
 	}
+	cr.created(sbx.ID)
 	defer func() {
 		// Always delete, even when the caller gave up; report, never fail.
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupGrace)
+		dctx, dcancel := cr.cleanupContext(ctx)
 		defer dcancel()
-		if _, err := client.Delete(dctx, sbx.ID); err != nil && !errors.Is(err, daytona.ErrNotFound) {
+		if err := deleteSandbox(dctx, client, sbx.ID, false, cleanupGrace); err != nil {
 			w.log.Warn().Str("sandbox", sbx.ID).Err(err).Msg("cannot delete the probe sandbox")
 		}
 	}()

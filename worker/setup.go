@@ -212,9 +212,6 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 	minutes := connectionExpiresInMinutes(p.ConnectionExpiresInMinutes)
 	// toTimeoutSeconds(timeoutMs) as the plugin's create has it, saturating.
 	budget := daytona.SecondsDuration(jsTimeoutSeconds(cfg.TimeoutMs))
-	bctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-
 	attempt := w.newID()
 	sessionID := ""
 	if p.SessionID != nil {
@@ -223,12 +220,23 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID, reuseLease: cfg.ReuseLease,
 		setupSessionID: sessionID, purpose: setupPurpose, attemptID: attempt})
 	su := &setupAttempt{w: w, client: client, parent: ctx, budget: budget, name: setupNamePrefix + attempt, attempt: attempt}
+	// Tracked until the sandbox is handed over or cleaned up, for Close.
+	su.creation, err = w.creations.begin("interactive setup", su.name)
+	if err != nil {
+		return nil, err
+	}
+	defer su.creation.end()
+	bctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	bctx, unbind := su.creation.bind(bctx)
+	defer unbind()
 
 	sbx, err := client.Create(bctx, createParams(cfg, su.name, labels))
 	if err != nil {
 		return nil, su.createFailed(bctx, err)
 	}
 	su.sandboxID = sbx.ID
+	su.creation.created(sbx.ID)
 	if sbx.State != daytona.StateStarted {
 		got, err := client.WaitUntilStarted(bctx, sbx.ID, budget)
 		if err != nil {
@@ -276,10 +284,14 @@ type setupAttempt struct {
 	budget    time.Duration
 	name      string
 	attempt   string
+	creation  *creation
 	sandboxID string
 }
 
 func (su *setupAttempt) phaseError(bctx context.Context, phase string, err error) error {
+	if errors.Is(context.Cause(bctx), errShuttingDown) {
+		return fmt.Errorf("Daytona interactive setup cancelled during %s: %w (%w)", phase, errShuttingDown, err)
+	}
 	if errors.Is(bctx.Err(), context.DeadlineExceeded) && su.parent.Err() == nil {
 		return fmt.Errorf("Daytona interactive setup exceeded %d ms during %s (timed out): %w", su.budget.Milliseconds(), phase, err)
 	}
@@ -287,7 +299,7 @@ func (su *setupAttempt) phaseError(bctx context.Context, phase string, err error
 }
 
 func (su *setupAttempt) cleanupContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(su.parent), cleanupGrace)
+	return su.creation.cleanupContext(su.parent)
 }
 
 // failAfterCreate deletes the sandbox this attempt created.

@@ -59,13 +59,14 @@ type Worker struct {
 	newID  func() string
 	timing Timing
 
-	clients clients
-	leases  *leases
-	spans   spans
-	reapers *reapers           // cleanups of captures that gave up before Daytona finished
-	ingress ingressGenerations // runner ingress generation per sandbox
-	syncs   syncStates
-	ptys    *pty.Manager // login PTYs and duplex channels
+	clients   clients
+	leases    *leases
+	spans     spans
+	reapers   *reapers           // cleanups of captures that gave up before Daytona finished
+	creations *creations         // sandbox creations in flight, which Close lets clean up
+	ingress   ingressGenerations // runner ingress generation per sandbox
+	syncs     syncStates
+	ptys      *pty.Manager // login PTYs and duplex channels
 
 	outputBlocks *largeBlocks // large blocks of the outputs held (see blockBuffer)
 
@@ -96,9 +97,10 @@ func New(host Host, opts Options) *Worker {
 	}
 	w := &Worker{
 		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID, timing: opts.Timing.withDefaults(),
-		clients: clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
-		leases:  newLeases(opts.Now),
-		reapers: newReapers(),
+		clients:   clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
+		leases:    newLeases(opts.Now),
+		reapers:   newReapers(),
+		creations: newCreations(),
 
 		outputBlocks: &largeBlocks{maxMapped: maxMappedOutput},
 	}
@@ -170,8 +172,19 @@ func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 }
 
 // Close ends everything the worker holds open (terminals, channels, caches).
-// It is the shutdown hook and is also called when the host goes away.
+// It is the shutdown hook and is also called when the host goes away. The
+// sandbox creations in flight (acquire, probe, interactive setup) get a short
+// grace to finish, then are cancelled and delete what they created; Close
+// returns by ctx's deadline, or ShutdownBound when it has none, and logs the
+// sandboxes it could not see deleted.
 func (w *Worker) Close(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ShutdownBound)
+		defer cancel()
+	}
+	left := make(chan []*creation, 1)
+	go func() { left <- w.creations.close(ctx) }()
 	// Terminals first: their sockets are the last thing tying the worker to
 	// a sandbox. The handle cache is dropped so a lingering handler cannot
 	// reuse it.
@@ -182,6 +195,12 @@ func (w *Worker) Close(ctx context.Context) error {
 	w.waitSpans(ctx)
 	if err != nil {
 		w.log.Warn().Err(err).Msg("terminals still closing at shutdown")
+	}
+	for _, c := range <-left {
+		// The sandbox keeps its attempt name and labels: a later destroy
+		// (failedCreateCleanup for an acquire) finds it by them.
+		w.log.Warn().Str("kind", c.kind).Str("name", c.name).Str("sandbox", c.sandboxID()).
+			Msg("exiting before the cleanup of a sandbox created for a cancelled call finished; it may be left behind")
 	}
 	return nil
 }

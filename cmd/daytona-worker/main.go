@@ -185,16 +185,29 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		log.Debug().Msg("shut down by the host")
 	case errors.Is(err, io.EOF):
 		log.Info().Msg("host closed stdin; exiting")
-		closeWithin(w, 500*time.Millisecond)
+		closeWithin(w, eofCloseBound)
 	default:
 		log.Info().Err(err).Msg("stopping on signal")
-		closeWithin(w, 500*time.Millisecond)
+		closeWithin(w, signalCloseBound)
 	}
 	return 0
 }
 
+// Serve has already given in-flight calls rpc's CancelWait (500 ms) when the
+// input ends or a signal comes; what Close still does within these bounds is
+// mostly deleting sandboxes that cancelled acquires, probes and setups had
+// created. At the end of input the whole stays inside worker.ShutdownBound.
+// The host sends SIGTERM when its shutdown drain ran out and SIGKILL
+// SIGTERM_GRACE_MS (5 s) later (plugin-worker-manager.js): 4 s + 500 ms
+// leaves it half a second.
+const (
+	eofCloseBound    = worker.ShutdownBound - 500*time.Millisecond
+	signalCloseBound = 4 * time.Second
+)
+
 // closeWithin releases what the worker holds, giving up after d: the host is
-// gone or wants us gone, and exiting promptly matters more.
+// gone or wants us gone, and exiting promptly matters more than anything
+// but the cleanup of sandboxes nobody else knows of.
 func closeWithin(w *worker.Worker, d time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
