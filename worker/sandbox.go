@@ -331,9 +331,9 @@ func hasMissingContainer(sbx *daytona.Sandbox) bool {
 
 // waitStartedWithin waits for a sandbox the worker just created to start
 // within what is left of bctx's budget. The wait's final refresh, made once
-// that has passed (as the SDK's is), runs under ctx for up to
-// daytona.WaitOverrun more: under bctx it would be cancelled, and a sandbox
-// that started as the budget ran out would be reported as timed out.
+// that has passed (as the SDK's is), runs for up to daytona.WaitOverrun
+// more: under bctx's deadline it would be cut off, and a sandbox that
+// started as the budget ran out would be reported as timed out.
 func waitStartedWithin(ctx, bctx context.Context, client *daytona.Client, id string) (*daytona.Sandbox, error) {
 	deadline, ok := bctx.Deadline()
 	if !ok {
@@ -341,5 +341,15 @@ func waitStartedWithin(ctx, bctx context.Context, client *daytona.Client, id str
 	}
 	wctx, cancel := context.WithDeadline(ctx, deadline.Add(daytona.WaitOverrun))
 	defer cancel()
+	// Only bctx's deadline is stretched: its cancellation (a shutdown
+	// cancelling a creation) still ends the wait at once.
+	wctx, cancelCause := context.WithCancelCause(wctx)
+	defer cancelCause(nil)
+	stop := context.AfterFunc(bctx, func() {
+		if !errors.Is(bctx.Err(), context.DeadlineExceeded) {
+			cancelCause(context.Cause(bctx))
+		}
+	})
+	defer stop()
 	return client.WaitUntilStarted(wctx, id, max(time.Until(deadline), 0))
 }
