@@ -206,8 +206,14 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 			// stopped behind a handle still thought fresh (the plugin fails
 			// here with Daytona's 400), start it and try once more, unless a
 			// release or stop of the lease stopped it: that work was to be
-			// cancelled, and the plugin's 400 stands.
-			if rerr := s.refresh(ctx); rerr == nil && s.state() != daytona.StateStarted && !w.leases.closing(s.key) {
+			// cancelled, and the plugin's 400 stands. A sandbox deleted
+			// behind the handle is reported gone, never started.
+			rerr := s.refresh(ctx)
+			switch {
+			case w.leases.closing(s.key):
+			case errors.Is(rerr, daytona.ErrNotFound):
+				return nil, s.gone()
+			case rerr == nil && s.state() != daytona.StateStarted:
 				w.leases.takeSessionID(s.key)
 				if err := s.ensureStarted(ctx, timeoutSeconds(timeoutMs)); err != nil {
 					return nil, err

@@ -98,6 +98,10 @@ func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, err
 		secs := timeoutSeconds(cfg.TimeoutMs)
 		if err := s.ensureStarted(ctx, secs); err != nil {
 			w.leases.evictHandle(key, s.h)
+			if gone := (*sandboxGoneError)(nil); errors.As(err, &gone) {
+				// Destroying: as gone as a 404, so the lease has expired.
+				return expiredLease(nil), nil
+			}
 			return nil, err
 		}
 		tb := s.toolbox()

@@ -195,6 +195,33 @@ func (s *leaseSandbox) refresh(ctx context.Context) error {
 	return nil
 }
 
+// sandboxGoneError is a lease sandbox that Daytona has deleted or is
+// deleting. It is never started again (a start would only get Daytona's 409
+// while it is destroying, or bring nothing back). Its message is Daytona's
+// 404 for a fetch of that sandbox, which is what the plugin answers once its
+// handle is no longer cached. It matches daytona.ErrNotFound, so every
+// caller that reports a vanished sandbox (resume's expired lease, sync out's
+// daytona_sandbox_not_found, a teardown's destroyed receipt) treats it as one.
+type sandboxGoneError struct{ id string }
+
+func (e *sandboxGoneError) Error() string {
+	return "Sandbox with ID or name " + e.id + " not found"
+}
+
+func (e *sandboxGoneError) Is(target error) bool { return target == daytona.ErrNotFound }
+
+// isGone tells whether Daytona is deleting or has deleted the sandbox.
+func isGone(state daytona.SandboxState) bool {
+	return state == daytona.StateDestroying || state == daytona.StateDestroyed
+}
+
+// gone evicts the handle of a sandbox found deleted, so later calls fetch it
+// afresh (and get Daytona's 404), and returns the error that reports it.
+func (s *leaseSandbox) gone() error {
+	s.w.leases.evictHandle(s.key, s.h)
+	return &sandboxGoneError{id: s.id()}
+}
+
 // settlingStates are transitions that end by themselves; starting a sandbox
 // in one of them is a 409, so they are waited out first.
 var settlingStates = map[daytona.SandboxState]daytona.SandboxState{
@@ -204,7 +231,8 @@ var settlingStates = map[daytona.SandboxState]daytona.SandboxState{
 
 // ensureStarted is the plugin's ensureSandboxStarted: started is a no-op, a
 // recoverable error state is recovered, an unrecoverable one fails with the
-// plugin's message, anything else is started. Each lifecycle call is bounded
+// plugin's message, a destroying or destroyed one fails as gone (its handle
+// evicted; the plugin asks Daytona to start it), anything else is started. Each lifecycle call is bounded
 // by the SDK timeout plus a margin. Unlike the plugin, a sandbox still
 // stopping or archiving is waited for instead of failing with a 409, one
 // already starting is simply waited for, and one being snapshotted (a
@@ -227,6 +255,9 @@ func (s *leaseSandbox) ensureStarted(ctx context.Context, timeoutSecs int) error
 	}
 	if sbx.State == daytona.StateStarted {
 		return nil
+	}
+	if isGone(sbx.State) {
+		return s.gone()
 	}
 	// A sandbox that is not running has lost its session shell and its
 	// terminals: whichever call starts it, the next command must open a

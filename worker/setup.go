@@ -387,6 +387,9 @@ func (w *Worker) getInteractiveSetup(ctx context.Context, raw json.RawMessage) (
 		}
 		secs := timeoutSeconds(cfg.TimeoutMs)
 		if err := s.ensureStarted(ctx, secs); err != nil {
+			if errors.Is(err, daytona.ErrNotFound) {
+				return missingSetup(), nil // being deleted
+			}
 			return nil, err
 		}
 		tb := s.toolbox()
