@@ -134,9 +134,9 @@ func New(cfg Config) (*Client, error) {
 	if raw == "" {
 		raw = DefaultAPIURL
 	}
-	u, err := url.Parse(strings.TrimRight(raw, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("daytona: Config.APIURL %q is not an http(s) URL", raw)
+	u, err := parseHTTPURL(raw, "Config.APIURL")
+	if err != nil {
+		return nil, err
 	}
 	c := &Client{
 		apiKey: cfg.APIKey,
@@ -480,4 +480,21 @@ func (c *Client) sendJSONUntilDone(ctx context.Context, method string, u *url.UR
 	}
 	r.untilDone = true
 	return c.do(ctx, r, out)
+}
+
+// parseHTTPURL parses an http(s) base URL. Its errors never quote the URL
+// as given: it may carry credentials (user info, a token in the query),
+// and the message reaches the host and the logs. Another scheme gets
+// axios's words, which the Node worker shows for it.
+func parseHTTPURL(raw, what string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("daytona: %s is not a valid URL", what)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("Unsupported protocol %s:", u.Scheme)
+	case u.Host == "":
+		return nil, fmt.Errorf("daytona: %s %s has no host", what, sanitizeURL(u))
+	}
+	return u, nil
 }

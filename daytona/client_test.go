@@ -302,3 +302,24 @@ func TestContextDeadlineIsTimeout(t *testing.T) {
 		t.Fatalf("canceled err = %v", err)
 	}
 }
+
+// A base URL the client cannot use is refused without quoting it: it may
+// carry credentials, and the message reaches the host and the logs.
+func TestNewRefusesABadAPIURLWithoutQuotingIt(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"ftp://user:PASSWORD99@example.com/?token=QTOKEN": "Unsupported protocol ftp:",
+		"http://u:PASS%zz99@example.com/api":              "daytona: Config.APIURL is not a valid URL",
+		"http:///api?token=QTOKEN":                        "daytona: Config.APIURL http:///api?token=REDACTED has no host",
+	} {
+		_, err := New(Config{APIKey: testKey, APIURL: raw})
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %q", raw, err, want)
+		}
+		for _, secret := range []string{"PASSWORD99", "PASS%zz99", "QTOKEN"} {
+			if err != nil && strings.Contains(err.Error(), secret) {
+				t.Errorf("%s: the error quotes %q: %v", raw, secret, err)
+			}
+		}
+	}
+}

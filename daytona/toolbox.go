@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -49,9 +48,9 @@ func (c *Client) ToolboxFor(sandboxID, toolboxProxyURL string) *Toolbox {
 func (t *Toolbox) SandboxID() string { return t.sandboxID }
 
 func toolboxBase(proxyURL, sandboxID string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimRight(proxyURL, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("daytona: toolbox proxy URL %q is not an http(s) URL", proxyURL)
+	u, err := parseHTTPURL(proxyURL, "toolbox proxy URL")
+	if err != nil {
+		return nil, err
 	}
 	return joinURL(u, sandboxID), nil
 }

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os/signal"
 	"regexp"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/transcript"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
 	"github.com/paperclipai/daytona-worker/worker"
@@ -344,13 +344,10 @@ func (c *checker) removed(ctx context.Context, id, name string) {
 	c.step(false, "sandbox removed", time.Since(start), detail)
 }
 
-// redactURL hides credentials a URL may carry in its user info.
+// redactURL hides what a URL may carry of credentials (user info, query
+// values, fragment), also in a URL that does not parse, as --record does.
 func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	return u.Redacted()
+	return transcript.RedactURLs(raw)
 }
 
 // checkHost plays the Paperclip host for a worker served in this process

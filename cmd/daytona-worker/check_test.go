@@ -184,3 +184,18 @@ func TestCheckNamesAURLThatIsNoDaytonaAPI(t *testing.T) {
 	assert.Contains(t, r.stdout, "usually ending in /api")
 	r.assertNoKey(t, checkKey)
 }
+
+// check prints the URL it checks without what may be credentials, also
+// when the URL does not parse.
+func TestCheckRedactsTheURLItShows(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]string{
+		"https://app.daytona.io/api":                          "https://app.daytona.io/api",
+		"http://u:PASS%zz99@example.com/api":                  "http://<redacted>@example.com/api",
+		"https://u:PASSWORD99@example.com/api?api_key=QTOKEN": "https://<redacted>@example.com/api?api_key=<redacted>",
+	} {
+		if got := redactURL(raw); got != want {
+			t.Errorf("redactURL(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}

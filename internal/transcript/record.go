@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/paperclipai/daytona-worker/protocol"
 )
 
 // Recorder appends the lines of a live session to a transcript file, with
@@ -72,6 +74,7 @@ func (r *Recorder) Record(fromHost bool, line []byte) {
 	if v, err := decode(line); err == nil {
 		collectSecrets(v, r.addSecretLocked)
 		v = r.scrub(Redact(v))
+		redactTerminalPayload(v)
 		if !fromHost {
 			generalizeParseError(v)
 		}
@@ -85,6 +88,40 @@ func (r *Recorder) Record(fromHost bool, line []byte) {
 		fmt.Fprintf(&r.line, `{%q:%s}`+"\n", key+"_raw", raw)
 	}
 	_, r.err = r.f.Write(r.line.Bytes())
+}
+
+// terminalPayloadMember names the member of a terminal message that
+// carries what is typed into it or shown by it: the sign-in code the host
+// types into a login, the OAuth token `claude setup-token` prints, an
+// agent's stdio on a duplex channel. No member name marks a secret there,
+// so the payload is never kept (playback matches the placeholder with any
+// string).
+func terminalPayloadMember(method string) string {
+	switch method {
+	case protocol.MethodLoginPtyInput, protocol.MethodDuplexChannelWrite:
+		return "data"
+	case protocol.NotifyLoginPtyOutput, protocol.NotifyDuplexChannelData:
+		return "chunk"
+	}
+	return ""
+}
+
+// redactTerminalPayload replaces the payload of a terminal message.
+func redactTerminalPayload(v any) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	method, _ := m["method"].(string)
+	member := terminalPayloadMember(method)
+	if member == "" {
+		return
+	}
+	if params, ok := m["params"].(map[string]any); ok {
+		if s, ok := params[member].(string); ok && s != "" {
+			params[member] = redacted
+		}
+	}
 }
 
 // generalizeParseError turns the message of a parse error reply into a
