@@ -253,7 +253,7 @@ func (r *Recorder) Close() error {
 }
 
 // secretKeys are member names whose string values are never written down.
-var secretKeys = []string{"apikey", "api_key", "token", "password", "secret", "authorization", "credential"}
+var secretKeys = []string{"apikey", "api_key", "token", "password", "passwd", "secret", "private", "authorization", "credential", "cookie"}
 
 func isSecretKey(k string) bool {
 	k = strings.ToLower(k)

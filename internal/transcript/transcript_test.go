@@ -142,6 +142,7 @@ func TestRecordingHoldsNoSecret(t *testing.T) {
 		{false, `{"jsonrpc":"2.0","id":3,"error":{"code":-32002,"message":"the server said: bad key ` + key + `"}}`},
 		{true, `{"jsonrpc":"2.0","id":4,"method":"environmentExecute","params":{"command":"curl","args":["-H","Authorization: Bearer ` + envKey + `","see http://u:p@h/x?sig=abc"]}}`},
 		// Terminals: what is typed and shown has no secret-looking name.
+		{true, `{"jsonrpc":"2.0","id":7,"method":"environmentExecute","params":{"command":"true","env":{"SSH_PRIVATE_KEY":"-----BEGIN KEY-----abc","DB_PASSWD":"hunter2-pw","SESSION_COOKIE":"c00kie-val"}}}`},
 		{true, `{"jsonrpc":"2.0","id":5,"method":"loginPtyInput","params":{"workerSessionId":"w","data":"4/0AVMBsJSECRETCODE\r"}}`},
 		{false, `{"jsonrpc":"2.0","method":"loginPty.output","params":{"hostRouteId":"r","workerSessionId":"w","chunk":"Your OAuth token:\r\nsk-ant-oat01-SECRETSECRET\r\n"}}`},
 		{true, `{"jsonrpc":"2.0","id":6,"method":"duplexChannelWrite","params":{"hostRouteId":"r","workerSessionId":"w","data":"c2VjcmV0LXN0ZGlu"}}`},
@@ -155,7 +156,7 @@ func TestRecordingHoldsNoSecret(t *testing.T) {
 	require.NoError(t, err)
 	out := string(data)
 	for _, secret := range []string{key, envKey, "pa55word", "user:", "t0ken-value", "frag-secret", "sig=abc", "u:p@",
-		"SECRETCODE", "SECRETSECRET", "c2VjcmV0LXN0ZGlu", "c2VjcmV0LXN0ZG91dA=="} {
+		"SECRETCODE", "SECRETSECRET", "c2VjcmV0LXN0ZGlu", "c2VjcmV0LXN0ZG91dA==", "BEGIN KEY", "hunter2-pw", "c00kie-val"} {
 		assert.NotContains(t, out, secret)
 	}
 	assert.Contains(t, out, `{"host_raw":"<redacted: 113 bytes that are not JSON>"}`)
