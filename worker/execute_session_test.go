@@ -1,19 +1,16 @@
 package worker
 
 import (
-	"context"
 	"encoding/json"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
-	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 )
 
 const routeSessionDelete = "DELETE /toolbox/{sandboxId}/process/session/{sessionId}"
@@ -45,10 +42,7 @@ func leaseSessionID(w *Worker) string {
 // once the last command running in it has ended.
 func TestTimeoutSparesTheOtherCommandsOfItsSession(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulator.Options{})
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	env, w, l := leaseOnEmulator(t, emulator.Options{})
 	ctx := t.Context()
 	_, err := l.execute(ctx, `"command":"true"`)
 	require.NoError(t, err)
@@ -93,10 +87,7 @@ func TestTimeoutSparesTheOtherCommandsOfItsSession(t *testing.T) {
 // session is deleted before the result is returned.
 func TestTimeoutAloneDeletesItsSession(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulator.Options{})
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	env, w, l := leaseOnEmulator(t, emulator.Options{})
 	ctx := t.Context()
 	res, err := l.execute(ctx, `"command":"sleep","args":["30"],"timeoutMs":500`)
 	require.NoError(t, err)
@@ -111,10 +102,7 @@ func TestTimeoutAloneDeletesItsSession(t *testing.T) {
 // execute sees the stopped state and opens a fresh session, and so must ours.
 func TestStartByAnotherCallForgetsTheDeadSession(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulator.Options{})
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	env, w, l := leaseOnEmulator(t, emulator.Options{})
 	ctx := t.Context()
 	_, err := l.execute(ctx, `"command":"echo","args":["one"]`)
 	require.NoError(t, err)
@@ -135,10 +123,7 @@ func TestStartByAnotherCallForgetsTheDeadSession(t *testing.T) {
 // the command never ran, so it is dispatched once more in a fresh session.
 func TestDispatchIntoAVanishedSessionOpensAFreshOne(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulator.Options{})
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	env, w, l := leaseOnEmulator(t, emulator.Options{})
 	ctx := t.Context()
 	_, err := l.execute(ctx, `"command":"true"`)
 	require.NoError(t, err)
@@ -164,10 +149,7 @@ func TestDispatchIntoAVanishedSessionOpensAFreshOne(t *testing.T) {
 // sandbox again to run work the release was to cancel.
 func TestExecuteAfterACancellingReleaseDoesNotRestartTheSandbox(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulator.Options{})
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"reuseLease":true`)
+	env, w, l := leaseOnEmulator(t, emulator.Options{}, `"reuseLease":true`)
 	ctx := t.Context()
 	_, err := l.execute(ctx, `"command":"true"`)
 	require.NoError(t, err)
@@ -198,10 +180,7 @@ func TestExecuteAfterACancellingReleaseDoesNotRestartTheSandbox(t *testing.T) {
 // for as long as the worker runs.
 func TestStopLeaseWithAHungControlCallEnds(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulator.Options{})
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"reuseLease":true`, `"livenessTimeoutMs":300`)
+	env, w, l := leaseOnEmulator(t, emulator.Options{}, `"reuseLease":true`, `"livenessTimeoutMs":300`)
 	remove := env.Server.AddFault(emulator.Fault{Method: "POST", Path: `/autodelete/`, SandboxID: l.id, Hang: true})
 	ctx := t.Context()
 	_, err := w.Handle(ctx, requestOf("environmentStopLease", `{`+l.base+`,"providerLeaseId":"`+l.id+`"}`))

@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/rs/zerolog"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 	"github.com/paperclipai/daytona-worker/rpc"
 )
 
@@ -58,4 +62,15 @@ func (l *handlerLease) destroy(ctx context.Context) error {
 // requestOf is a request for Handle.
 func requestOf(method, params string) *rpc.Request {
 	return &rpc.Request{Method: method, Params: json.RawMessage(params)}
+}
+
+// leaseOnEmulator starts an emulator with opts and a worker (closed when the
+// test ends), and acquires a lease from it through the handler; extra config
+// members may follow, as for acquireThroughHandler.
+func leaseOnEmulator(t *testing.T, opts emulator.Options, extraConfig ...string) (*emulatortest.Env, *Worker, *handlerLease) {
+	t.Helper()
+	env := emulatortest.Start(t, opts)
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	return env, w, acquireThroughHandler(t, w, env.APIKey, env.APIURL, extraConfig...)
 }

@@ -1,11 +1,9 @@
 package worker
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -47,10 +45,7 @@ func TestCallsOnASandboxDeletedBehindTheHandleReportItGone(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := emulatortest.Start(t, emulator.Options{StepDelay: tc.stepDelay})
-			w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-			t.Cleanup(func() { _ = w.Close(context.Background()) })
-			l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+			env, w, l := leaseOnEmulator(t, emulator.Options{StepDelay: tc.stepDelay})
 			ctx := t.Context()
 			_, err := l.execute(ctx, `"command":"true"`)
 			require.NoError(t, err)
@@ -85,10 +80,7 @@ func TestCallsOnASandboxDeletedBehindTheHandleReportItGone(t *testing.T) {
 // handle.
 func TestEnsureStartedNeverStartsADeletedSandbox(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulator.Options{})
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	env, w, l := leaseOnEmulator(t, emulator.Options{})
 	ctx := t.Context()
 	cfgRaw := `{"apiKey":"` + env.APIKey + `","apiUrl":"` + env.APIURL + `","timeoutMs":60000}`
 	_, cfg, err := decodeConfig("environmentExecute", []byte(cfgRaw))
@@ -121,10 +113,7 @@ func TestEnsureStartedNeverStartsADeletedSandbox(t *testing.T) {
 // as for one already gone, instead of trying to start it.
 func TestResumeOfADestroyingSandboxIsExpired(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulator.Options{StepDelay: time.Second})
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"reuseLease":true`)
+	env, w, l := leaseOnEmulator(t, emulator.Options{StepDelay: time.Second}, `"reuseLease":true`)
 	ctx := t.Context()
 	deleteBehindBack(t, env, l.id)
 	env.Server.ResetRequests()
@@ -139,10 +128,7 @@ func TestResumeOfADestroyingSandboxIsExpired(t *testing.T) {
 // stop Daytona refuses, so it deletes the sandbox), nothing is deleted.
 func TestReleaseOfAnArchivedReusableLeaseKeepsIt(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulator.Options{})
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
-	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"reuseLease":true`)
+	env, w, l := leaseOnEmulator(t, emulator.Options{}, `"reuseLease":true`)
 	ctx := t.Context()
 	archiving := `"config":{"apiKey":"` + env.APIKey + `","apiUrl":"` + env.APIURL + `","archiveOnRelease":true}`
 	base := `"driverKey":"daytona","companyId":"c","environmentId":"e",`
