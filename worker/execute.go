@@ -581,8 +581,16 @@ func (c *command) poll(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdI
 		return false, err
 	}
 	for i, full := range []string{logs.Stdout, logs.Stderr} {
-		if have := relay.collected(i); int64(len(full)) > have {
-			_, _ = relay.stream(i).Write([]byte(full[have:]))
+		tail, ok := relay.unstreamedTail(i, full)
+		if !ok {
+			// The snapshot does not extend what was streamed: relaying a
+			// guess could repeat or garble output, so keep what came.
+			c.w.log.Warn().Str("sandbox", c.s.id()).Str("stream", streamNames[i]).
+				Msg("the command's logs do not continue its streamed output; the streamed output is kept as it is")
+			continue
+		}
+		if tail != "" {
+			_, _ = relay.stream(i).Write([]byte(tail))
 		}
 	}
 	return true, nil

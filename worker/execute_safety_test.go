@@ -88,6 +88,27 @@ func TestExecuteAbandonsTheSilentStreamOfAnEndedCommand(t *testing.T) {
 	require.NoError(t, l.destroy(t.Context()))
 }
 
+// TestExecuteTailAfterIllFormedOutputIsNotRepeated: the stream gave the
+// whole output, raw, then went silent; the logs snapshot read after it was
+// abandoned is JSON, where each ill-formed byte became a 3-byte U+FFFD. The
+// tail taken from it is what follows the streamed output in the snapshot,
+// not what follows as many bytes as were streamed (which repeated "def\n").
+func TestExecuteTailAfterIllFormedOutputIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := safetyWorker(t, Timing{SilentStreamCheck: 50 * time.Millisecond, SilentStreamGrace: 50 * time.Millisecond}, nil)
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	env.Server.AddFault(emulator.Fault{Path: `/logs$`, HalfOpenAfterEnd: true, Times: 1})
+
+	r := executeResult(t, l, `"command":"sh","args":["-c","printf '\\377\\377abcdef\\n'; printf 'x\\376y\\n' >&2"],"timeoutMs":20000`)
+	assert.False(t, r.TimedOut)
+	assert.Equal(t, "\uFFFD\uFFFDabcdef\n", r.Stdout)
+	assert.Equal(t, "x\uFFFDy\n", r.Stderr)
+	assert.Empty(t, env.Server.Faults(), "the stream was never followed")
+
+	require.NoError(t, l.destroy(t.Context()))
+}
+
 // TestExecuteKeepsFollowingTheSilentStreamOfARunningCommand: silence while
 // the command still runs is not a reason to leave the stream; the watchdog
 // asks, finds no exit code, and waits on. The command stays silent until

@@ -296,7 +296,7 @@ func TestRelayWithoutOutputStartsNoSender(t *testing.T) {
 	assert.Zero(t, delivered)
 	_, _ = r.stream(0).Write([]byte("late")) // after close: kept, not sent
 	assert.Zero(t, delivered)
-	assert.EqualValues(t, 4, r.collected(0))
+	assert.EqualValues(t, 4, r.out[0].Len())
 }
 
 // Output past largeOutput goes into large blocks advised for huge pages;

@@ -203,13 +203,6 @@ func (r *logRelay) close() {
 	}
 }
 
-// collected returns how many bytes of each stream have been collected.
-func (r *logRelay) collected(stream int) int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.out[stream].Len()
-}
-
 // logChunk is the params of one execute.log notification, {"stream","chunk"}
 // as protocol.ExecuteLog encodes, written without building the string.
 type logChunk struct {
