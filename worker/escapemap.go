@@ -24,6 +24,7 @@ type escapeMap struct {
 	covered  int64    // bytes described, the open pair included
 	verbatim int64    // the open pair: its verbatim run, then its special run
 	special  int64
+	specials int64 // bytes in all special runs, the open one included
 	dropped  bool
 }
 
@@ -42,6 +43,7 @@ func (m *escapeMap) addVerbatim(n int) {
 
 func (m *escapeMap) addSpecial(n int) {
 	m.special += int64(n)
+	m.specials += int64(n)
 	m.covered += int64(n)
 }
 
@@ -88,6 +90,16 @@ func (m *escapeMap) continuesAt(at int64) bool {
 		return false
 	}
 	return true
+}
+
+// bound returns how many bytes the map describes and how many of them are
+// special (none once dropped): an upper bound of what they take in JSON
+// without reading them.
+func (m *escapeMap) bound() (covered, specials int64) {
+	if m.dropped {
+		return 0, 0
+	}
+	return m.covered, m.specials
 }
 
 // pairs returns the map's closed pairs (pieces of whole pairs), its open

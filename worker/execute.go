@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
@@ -89,6 +91,12 @@ type execResult struct {
 	stdout   outputText
 	stderr   outputText
 	metadata map[string]any
+
+	// maxLineChars is the longest line the host reads, in UTF-16 code
+	// units (zero: DefaultMaxMessageChars); an output that would make the
+	// result longer is cut (see fitOutputs).
+	maxLineChars int64
+	log          zerolog.Logger // told of a cut
 }
 
 // outputText is either collected blocks or a plain string.
@@ -97,16 +105,12 @@ type outputText struct {
 	text   string
 }
 
-func (o outputText) writeJSON(w io.Writer) error {
+// buffer returns the output as blocks (a plain string read in place).
+func (o outputText) buffer() *blockBuffer {
 	if o.blocks != nil {
-		return o.blocks.writeJSONString(w)
+		return o.blocks
 	}
-	b, err := json.Marshal(o.text)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
+	return textBuffer(o.text)
 }
 
 func (o outputText) String() string {
@@ -117,30 +121,57 @@ func (o outputText) String() string {
 }
 
 // WriteJSON implements rpc.JSONStreamer: {exitCode, timedOut, stdout,
-// stderr, metadata}, in the plugin's member order.
+// stderr, metadata}, in the plugin's member order. An output too long for
+// the host's line limit is cut to its start and its end: the plugin sends
+// such a line whole, the host drops it unread, and the call only ends when
+// its timeout does.
 func (r *execResult) WriteJSON(w io.Writer) error {
 	code := "null"
 	if r.exitCode != nil {
 		code = strconv.Itoa(*r.exitCode)
 	}
-	if _, err := io.WriteString(w, `{"exitCode":`+code+`,"timedOut":`+strconv.FormatBool(r.timedOut)+`,"stdout":`); err != nil {
-		return err
-	}
-	if err := r.stdout.writeJSON(w); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(w, `,"stderr":`); err != nil {
-		return err
-	}
-	if err := r.stderr.writeJSON(w); err != nil {
-		return err
-	}
+	var meta []byte
 	if len(r.metadata) > 0 { // omitempty, as protocol.ExecuteResult
-		meta, err := json.Marshal(r.metadata)
-		if err != nil {
+		var err error
+		if meta, err = json.Marshal(r.metadata); err != nil {
 			return err
 		}
-		if _, err := io.WriteString(w, `,"metadata":`); err != nil {
+	}
+	head := `{"exitCode":` + code + `,"timedOut":` + strconv.FormatBool(r.timedOut) + `,"stdout":`
+	const (
+		stderrKey   = `,"stderr":`
+		metadataKey = `,"metadata":`
+	)
+	limit := r.maxLineChars
+	if limit <= 0 {
+		limit = DefaultMaxMessageChars
+	}
+	// Everything but the two strings, in bytes (never fewer than its units).
+	fixed := int64(len(head) + len(stderrKey) + len("}") + envelopeReserve)
+	if meta != nil {
+		fixed += int64(len(metadataKey) + len(meta))
+	}
+	stdout, stderr := r.stdout.buffer(), r.stderr.buffer()
+	outCut, errCut := fitOutputs(stdout, stderr, limit-fixed, limit)
+	if !outCut.whole() || !errCut.whole() {
+		r.log.Warn().Int64("stdoutBytes", stdout.Len()).Int64("stderrBytes", stderr.Len()).
+			Int64("stdoutOmitted", outCut.tail-outCut.head).Int64("stderrOmitted", errCut.tail-errCut.head).
+			Int64("maxMessageChars", limit).Msg("an execute result is cut to the start and the end of its output: the whole would be longer than the host reads in one message")
+	}
+	if _, err := io.WriteString(w, head); err != nil {
+		return err
+	}
+	if err := stdout.writeJSONCut(w, outCut); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(w, stderrKey); err != nil {
+		return err
+	}
+	if err := stderr.writeJSONCut(w, errCut); err != nil {
+		return err
+	}
+	if meta != nil {
+		if _, err := io.WriteString(w, metadataKey); err != nil {
 			return err
 		}
 		if _, err := w.Write(meta); err != nil {
@@ -235,6 +266,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		}
 		res.metadata["getDurationMs"] = getMs
 		res.metadata["cacheHit"] = hit
+		res.maxLineChars, res.log = w.maxMessageChars, w.log
 		return res, nil
 	})
 	return out, err

@@ -43,6 +43,11 @@ type Options struct {
 	// MaxRequestsPerHost bounds the requests in flight to each Daytona host
 	// (see daytona.RequestQueue); zero: daytona.DefaultMaxRequestsPerHost.
 	MaxRequestsPerHost int
+	// MaxMessageChars is the longest line the host reads, in UTF-16 code
+	// units; zero: DefaultMaxMessageChars, the host's own limit. An
+	// execute result that would be longer carries the start and the end of
+	// its output (see fitOutputs).
+	MaxMessageChars int64
 	// Timing moves the execute path's internal waits (tests shorten them);
 	// the zero value keeps the defaults. The staleness of a cached sandbox
 	// handle is measured on Now.
@@ -58,6 +63,8 @@ type Worker struct {
 	now    func() time.Time
 	newID  func() string
 	timing Timing
+
+	maxMessageChars int64 // see Options.MaxMessageChars
 
 	clients   clients
 	leases    *leases
@@ -97,10 +104,11 @@ func New(host Host, opts Options) *Worker {
 	}
 	w := &Worker{
 		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID, timing: opts.Timing.withDefaults(),
-		clients:   clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
-		leases:    newLeases(opts.Now),
-		reapers:   newReapers(),
-		creations: newCreations(),
+		maxMessageChars: opts.MaxMessageChars,
+		clients:         clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
+		leases:          newLeases(opts.Now),
+		reapers:         newReapers(),
+		creations:       newCreations(),
 
 		outputBlocks: &largeBlocks{maxMapped: maxMappedOutput},
 	}

@@ -257,6 +257,27 @@ func TestLogLevelFromTheEnvironment(t *testing.T) {
 	assert.Contains(t, p.stderr.String(), `unknown log level "loud"`)
 }
 
+// TestMaxMessageCharsMustBeACount: a line limit the worker cannot use stops
+// it at start with a clear error, from the flag or from the environment.
+func TestMaxMessageCharsMustBeACount(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		env, args []string
+		value     string
+	}{
+		{args: []string{"--max-message-chars", "0"}, value: "0"},
+		{args: []string{"--max-message-chars", "12k"}, value: "12k"},
+		{env: []string{"DAYTONA_WORKER_MAX_MESSAGE_CHARS=-5"}, value: "-5"},
+		{env: []string{"DAYTONA_WORKER_MAX_MESSAGE_CHARS=lots"}, value: "lots"},
+	} {
+		p := startWorker(t, tt.env, tt.args...)
+		code, err := p.Wait()
+		require.NoError(t, err)
+		assert.Equal(t, 2, code, "%v %v", tt.env, tt.args)
+		assert.Contains(t, p.stderr.String(), `must be a whole number of at least 1, not "`+tt.value+`"`)
+	}
+}
+
 // TestOneProcessorUnlessGOMAXPROCSIsSet: the worker runs on one processor
 // from its start (internal/oneprocessor) unless the host's environment sets
 // GOMAXPROCS; an empty variable counts as unset, as it does for the runtime.

@@ -76,6 +76,34 @@ type host struct {
 	onReply     map[string]func(reply) // run under mu as the reply is read (a route binding)
 	terms       *terminalRoutes        // login PTY and duplex routes, as the host keeps them
 	spans       []hostSpan             // span.record calls, in arrival order
+	meter       *lineMeter             // with hostOptions.meterLines
+}
+
+// lineMeter passes the worker's output through, measuring its lines in
+// UTF-16 code units (JavaScript's length, which the host's limit counts).
+type lineMeter struct {
+	r       io.Reader
+	current int64
+	longest atomic.Int64
+}
+
+func (m *lineMeter) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	for _, c := range p[:n] {
+		switch {
+		case c == '\n':
+			if m.current > m.longest.Load() {
+				m.longest.Store(m.current)
+			}
+			m.current = 0
+		case c&0xC0 == 0x80: // a continuation byte
+		case c >= 0xF0: // a four-byte sequence: a surrogate pair
+			m.current += 2
+		default:
+			m.current++
+		}
+	}
+	return n, err
 }
 
 // hostSpan is one span.record call the worker made.
@@ -128,6 +156,9 @@ type hostOptions struct {
 	hashResults bool
 	env         []string
 	args        []string // worker flags
+	// meterLines measures every line the worker writes in UTF-16 units,
+	// as the host's line limit counts (host.maxLineUnits).
+	meterLines bool
 }
 
 func startHost(t testing.TB, opts hostOptions) *host {
@@ -139,7 +170,12 @@ func startHost(t testing.TB, opts hostOptions) *host {
 // newHost initializes the worker behind stdin/stdout and serves its output.
 func newHost(t testing.TB, stdin io.WriteCloser, stdout io.Reader, wait func() (int, error), pid int, opts hostOptions) *host {
 	t.Helper()
-	h := &host{
+	var meter *lineMeter
+	if opts.meterLines {
+		meter = &lineMeter{r: stdout}
+		stdout = meter
+	}
+	h := &host{meter: meter,
 		t: t, stdin: stdin, stdout: stdout, wait: wait, pid: pid, waiting: map[string]chan reply{},
 		invocations: map[string]*invocationLog{}, byRequest: map[string]string{}, repliedAt: map[string]time.Time{},
 		readDone: make(chan struct{}), hashResults: opts.hashResults,
@@ -1297,6 +1333,76 @@ func TestExecuteRelaysLargeOutput(t *testing.T) {
 	assert.Zero(t, r.Log.afterReply)
 	t.Logf("%d MB relayed in %s (%d execute.log notifications, largest %d units)", wantSize/1e6, elapsed, r.Log.chunks, r.Log.maxChunkUnits)
 	finish(t, h, env, l)
+}
+
+// TestExecuteResultFitsTheHostsLineLimit: the host drops a line longer than
+// its limit unread (and the call then only ends with its timeout), so a
+// result that would be longer carries the start and the end of the output,
+// with a note between them; execute.log still streams all of it.
+func TestExecuteResultFitsTheHostsLineLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 64 << 10
+	env := startEmulator(t, emulator.Options{})
+	// As a host whose limit was lowered starts it: without flags.
+	p := startWorker(t, []string{"DAYTONA_WORKER_MAX_MESSAGE_CHARS=" + strconv.Itoa(limit)})
+	h := newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, hostOptions{meterLines: true})
+	l := h.acquire(leaseConfig(env, ""))
+	const lines = 20000 // about 190 KB
+	script := `i=0; while [ $i -lt ` + strconv.Itoa(lines) + ` ]; do echo "line $i"; i=$((i+1)); done >&%d; echo done >&%d`
+	var full strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&full, "line %d\n", i)
+	}
+	tests := []struct {
+		name       string
+		spec       cmdSpec
+		cutStream  string // the stream that is too long
+		streamed   bool   // execute.log carries the whole output
+		otherWhole string // the other stream, kept whole
+	}{
+		{name: "session stdout", spec: cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf(script, 1, 2)}}, cutStream: "stdout", streamed: true, otherWhole: "done\n"},
+		{name: "session stderr", spec: cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf(script, 2, 1)}}, cutStream: "stderr", streamed: true, otherWhole: "done\n"},
+		// One-shot output is combined in stdout, as Daytona returns it.
+		{name: "one-shot", spec: cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf(script, 1, 1)}, bypass: true}, cutStream: "stdout", otherWhole: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := h.execute(l, tt.spec)
+			requireResult(t, r)
+			assert.Equal(t, "0", r.exit())
+			got, other := r.Stdout, r.Stderr
+			if tt.cutStream == "stderr" {
+				got, other = r.Stderr, r.Stdout
+			}
+			want := full.String()
+			if tt.spec.bypass {
+				want += "done\n"
+			}
+			assert.Equal(t, tt.otherWhole, other, "the other stream is whole")
+			head, tail, found := strings.Cut(got, "[daytona-worker: ")
+			require.True(t, found, "a note says what was left out")
+			note, tail, _ := strings.Cut(tail, "]\n")
+			assert.True(t, strings.HasPrefix(want, head) && strings.HasSuffix(head, "\n"), "the start is the output's, cut after a line")
+			assert.True(t, strings.HasSuffix(want, tail) && strings.HasPrefix(tail, "line "), "the end is the output's, cut before a line: %.40q", tail)
+			omitted := len(want) - len(head) - len(tail)
+			assert.Equal(t, fmt.Sprintf("%d bytes of %s left out here, so that the result stays within the %d characters the Paperclip host reads in one message", omitted, tt.cutStream, limit), note)
+			assert.Greater(t, len(head)+len(tail), limit/2, "most of the room is used")
+			if tt.streamed {
+				streamed := r.LogStdout
+				if tt.cutStream == "stderr" {
+					streamed = r.LogStderr
+				}
+				assert.Equal(t, want, streamed, "execute.log carries the whole output")
+			}
+		})
+	}
+	// A command whose output fits is untouched.
+	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", "echo small"}})
+	requireResult(t, r)
+	assert.Equal(t, "small\n", r.Stdout)
+	finish(t, h, env, l)
+	assert.LessOrEqual(t, h.meter.longest.Load(), int64(limit), "no line the worker wrote is longer than the host reads")
+	assert.Contains(t, p.stderr.String(), "an execute result is cut to the start and the end of its output")
 }
 
 // ---- 7. many executes at once ----

@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -50,6 +51,12 @@ Flags:
   --max-requests-per-host N
                      requests in flight to one Daytona host at a time (default
                      32); more wait their turn, oldest host request first
+  --max-message-chars N
+                     the longest line the host reads, in UTF-16 code units
+                     (default 134217728, the host's own limit, or
+                     DAYTONA_WORKER_MAX_MESSAGE_CHARS when set); an execute
+                     result that would be longer carries the start and the
+                     end of its output, with a note of what was left out
   --cpuprofile FILE  write a Go CPU profile of the whole run to FILE
                      (go tool pprof), for measuring the worker in place
   --version          print the version and exit
@@ -62,6 +69,9 @@ Environment:
   DAYTONA_WORKER_LOG_LEVEL
                      the log level when --log-level is not given (the host
                      starts the worker without flags)
+  DAYTONA_WORKER_MAX_MESSAGE_CHARS
+                     --max-message-chars when it is not given (for a host
+                     whose line limit was lowered, as its tests do)
   GOMAXPROCS         processors for the worker's goroutines (default 1: the
                      worker waits on I/O nearly all the time, and one
                      processor spends the least CPU on that)
@@ -104,6 +114,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	recordPath := flags.String("record", "", "")
 	cpuProfile := flags.String("cpuprofile", "", "")
 	perHost := flags.Int("max-requests-per-host", daytona.DefaultMaxRequestsPerHost, "")
+	maxMessageChars := flags.String("max-message-chars", envOr("DAYTONA_WORKER_MAX_MESSAGE_CHARS", strconv.Itoa(worker.DefaultMaxMessageChars)), "")
 	showVersion := flags.Bool("version", false, "")
 	showHelp := flags.Bool("help", false, "")
 	flags.BoolVar(showHelp, "h", false, "")
@@ -126,6 +137,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if *perHost < 1 {
 		fmt.Fprintf(stderr, "daytona-worker: --max-requests-per-host must be at least 1\n")
+		return 2
+	}
+	maxChars, err := strconv.ParseInt(*maxMessageChars, 10, 64)
+	if err != nil || maxChars < 1 {
+		fmt.Fprintf(stderr, "daytona-worker: --max-message-chars (or DAYTONA_WORKER_MAX_MESSAGE_CHARS) must be a whole number of at least 1, not %q\n", *maxMessageChars)
 		return 2
 	}
 	log := zerolog.New(stderr).Level(level).With().Timestamp().Str("component", "daytona-worker").Logger()
@@ -177,7 +193,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stdout = &afterReady{w: stdout, ready: signals}
 
 	conn := rpc.New(stdin, stdout, opts)
-	w := worker.New(conn, worker.Options{Logger: log, MaxRequestsPerHost: *perHost})
+	w := worker.New(conn, worker.Options{Logger: log, MaxRequestsPerHost: *perHost, MaxMessageChars: maxChars})
 	log.Debug().Str("version", buildVersion()).Int("pid", os.Getpid()).Int("gomaxprocs", runtime.GOMAXPROCS(0)).Msg("serving")
 	err = conn.Serve(ctx, w)
 	switch {

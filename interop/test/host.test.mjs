@@ -221,6 +221,41 @@ test("environmentExecute: execute.log reaches the host's log sink", async () => 
   assert.equal(streamed("stderr"), result.stderr);
 });
 
+test("environmentExecute: a result longer than the host reads is cut to fit, not dropped", async () => {
+  // The host drops a line over its limit unread, and the call then only ends
+  // with its timeout. A second worker, under a host whose limit is lowered to
+  // 1 MiB as the host's own tests lower it, is told the limit as the host
+  // would tell it: in its environment.
+  const limit = 1 << 20;
+  const id = `${PLUGIN_DB_ID}-limits`;
+  const options = workerOptions(install.packageDir);
+  await manager.startWorker(id, {
+    ...options,
+    env: { ...options.env, DAYTONA_WORKER_MAX_MESSAGE_CHARS: String(limit) },
+    executeLogLimits: { maxIncomingMessageChars: limit },
+  });
+  try {
+    const lines = 150000; // about 1.7 MB
+    const result = await manager.call(id, "environmentExecute", base({
+      lease: { providerLeaseId: lease.providerLeaseId, metadata: lease.metadata, expiresAt: null },
+      command: "bash",
+      args: ["-c", `for ((i = 0; i < ${lines}; i++)); do echo "line $i"; done`],
+      cwd: lease.metadata.remoteCwd,
+      timeoutMs: 60000,
+    }), 120000);
+    assert.equal(result.exitCode, 0);
+    const [head, rest] = result.stdout.split("[daytona-worker: ");
+    assert.ok(rest, "a note says what was left out");
+    assert.ok(head.startsWith("line 0\nline 1\n") && head.endsWith("\n"), "the start of the output, cut after a line");
+    assert.match(rest, /^\d+ bytes of stdout left out here, so that the result stays within the 1048576 characters the Paperclip host reads in one message\]\n/);
+    assert.ok(result.stdout.endsWith(`line ${lines - 2}\nline ${lines - 1}\n`), "the end of the output");
+    assert.ok(result.stdout.length > limit / 2 && result.stdout.length < limit, `${result.stdout.length} characters`);
+    assert.ok(!hostLog.some((e) => e.message.includes("dropping oversized worker line")), "the host dropped no line");
+  } finally {
+    await manager.stopWorker(id);
+  }
+});
+
 test("environmentSyncIn and environmentSyncOut: files and a tree in and back out", async () => {
   const hostDir = mkdtempSync(path.join(tmpdir(), "interop-sync-"));
   try {
