@@ -638,3 +638,41 @@ func TestIssuedSecrets(t *testing.T) {
 	require.Equal(t, 200, c.api("DELETE", "/sandbox/"+id, nil).status)
 	assert.ElementsMatch(t, []string{ssh, preview}, env.Server.IssuedSecrets(), "kept after the sandbox is gone")
 }
+
+// While a sandbox archives (stored stopped or archiving, desired archived)
+// the real API's start and delete go through: start checks the state only
+// against desired archived (sandbox.service start), and delete refuses only
+// a pending sandbox, which one with desired archived never is
+// (Sandbox.enforceInvariants). Stop and archive still answer 409: they
+// compare the state with the desired one.
+func TestLifecycleWhileArchiving(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		method string
+		op     string // path after /sandbox/<id>
+		status int
+		after  string // the state it reaches; "gone": deleted
+	}{
+		{"POST", "/start", 200, "started"},
+		{"DELETE", "", 200, "gone"},
+		{"POST", "/stop", 409, "archiving"},
+		{"POST", "/archive", 409, "archiving"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.method+tc.op, func(t *testing.T) {
+			t.Parallel()
+			_, c := start(t, emulator.Options{StepDelay: emulator.Synchronous, ArchiveDelay: time.Hour})
+			id := c.create(nil)["id"].(string)
+			require.Equal(t, 200, c.api("POST", "/sandbox/"+id+"/stop", nil).status)
+			r := c.api("POST", "/sandbox/"+id+"/archive", nil)
+			require.Equal(t, "archiving", r.obj(t)["state"])
+
+			r = c.api(tc.method, "/sandbox/"+id+tc.op, nil)
+			assert.Equal(t, tc.status, r.status, "%s %s while archiving: %s", tc.method, tc.op, r.body)
+			if tc.status == 409 {
+				assert.Equal(t, "Sandbox state change in progress", r.obj(t)["message"])
+			}
+			c.waitState(id, tc.after)
+		})
+	}
+}

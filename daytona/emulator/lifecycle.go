@@ -333,7 +333,8 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	if sb.inTransition() && sb.state != statePendingBuild {
+	// The real API refuses only a pending sandbox; one being archived is not.
+	if sb.inTransition() && sb.state != statePendingBuild && !sb.archiving() {
 		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
 		return
 	}
@@ -357,6 +358,9 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		s.replySandbox(w, r, http.StatusOK, sb)
 		return
+	case sb.archiving():
+		// The real API starts a sandbox that is being archived: the
+		// archive is abandoned and the sandbox starts from its runner.
 	case s.refuseChangeLocked(w, r, sb):
 		return
 	case sb.state != stateStopped && sb.state != stateArchived:
@@ -417,7 +421,7 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setStateLocked(sb, stateStopped, desiredArchived)
-	s.stepLocked(sb, func() { s.setStateLocked(sb, stateArchived, desiredArchived) })
+	s.stepAfterLocked(sb, s.opts.archiveDelay(), func() { s.setStateLocked(sb, stateArchived, desiredArchived) })
 	s.mu.Unlock()
 	s.replySandbox(w, r, http.StatusOK, sb)
 }
