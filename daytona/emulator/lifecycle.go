@@ -276,6 +276,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.stepLocked(sb, func() { s.setStateLocked(sb, stateStarted, desiredStarted) })
 	}
 	s.log.Info().Str("sandbox", sb.id).Str("name", sb.name).Msg("created sandbox")
+	// The real controller waits for started, then answers the sandbox as
+	// it was when created (it drops what its wait returns): a client sees
+	// "creating" and polls, as the SDK does.
+	created := s.sandboxDTOLocked(sb, baseURL(r))
 	s.mu.Unlock()
 
 	if sb.build == nil && !s.opts.ReturnTransitional {
@@ -283,7 +287,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.replySandbox(w, r, http.StatusOK, sb)
+	writeJSON(w, http.StatusOK, created)
 }
 
 // waitStarted holds the response until sb is started, like the real
