@@ -57,8 +57,11 @@
 // GET requests (and WebSocket handshakes) are retried on 429, 502, 503, 504
 // and connection failures with jittered exponential back-off, honouring
 // Retry-After, as long as the caller's deadline allows the wait (RetryPolicy).
-// POST, PUT and DELETE are retried only when the connection could not even be
-// dialled; a mutation that may have reached the server is never replayed.
+// POST, PUT and DELETE are retried when the connection could not even be
+// dialled; a POST that may have reached the server is never replayed, while a
+// PUT or a DELETE (idempotent) whose connection was reset or closed before any
+// answer is, as the SDK's connection retry does. No answer is retried for a
+// mutation.
 //
 // # Concurrency
 //
