@@ -82,7 +82,7 @@ fuzz:
 ## sdk-check: the official TypeScript SDK (@daytonaio/sdk 0.218.0) against the emulator (needs npm)
 sdk-check:
 	cd tools/sdkcheck && npm ci --no-audit --no-fund && node check.mjs
-	cd tools/sdkcheck && EMULATOR_ARGS="--transitional --step-delay 200ms --log-split markers" node check.mjs
+	cd tools/sdkcheck && EMULATOR_ARGS="--transitional --step-delay 200ms --archive-delay 2s --log-split markers" node check.mjs
 
 ## refcheck: the Node reference worker and daytona-worker, each against its own emulator, on the
 ## scenarios in testdata/refcheck (needs node and, on its first run, npm); REFCHECK_ARGS="-run NAME -v"

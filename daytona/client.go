@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -382,8 +383,12 @@ func (c *Client) transportError(ctx context.Context, r *request, err error) *Tra
 	return &TransportError{Method: r.method, URL: sanitizeURL(r.url), Err: err}
 }
 
-// retryableTransport: reads retry any connection failure; mutations only
-// retry when the request provably never left (the dial failed).
+// retryableTransport: reads retry any connection failure; mutations
+// retry when the request provably never left (the dial failed), and a PUT
+// or a DELETE also when its connection was reset or closed before any
+// answer, as the SDK's connection retry replays those idempotent methods
+// (a kept-alive connection the server closed as the request went out
+// fails so, and Go's transport replays only reads).
 func (c *Client) retryableTransport(r *request, err error) bool {
 	if r.stream != nil {
 		return false
@@ -392,7 +397,18 @@ func (c *Client) retryableTransport(r *request, err error) bool {
 		return true
 	}
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return (r.method == http.MethodPut || r.method == http.MethodDelete) && droppedMidFlight(err)
+}
+
+// droppedMidFlight reports a connection that the peer reset or closed
+// before it answered: Node's ECONNRESET ("socket hang up" included) and
+// EPIPE.
+func droppedMidFlight(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func retryableStatus(code int) bool {

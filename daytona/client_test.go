@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -322,4 +324,78 @@ func TestNewRefusesABadAPIURLWithoutQuotingIt(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The SDK's connection retry (RetryAdapter) replays a PUT or a DELETE,
+// idempotent methods, whose connection was reset or closed before any
+// answer: a kept-alive connection the server closed as the request went out
+// (a proxy rollout) gives just that. A POST that may have reached the
+// server is never replayed, and an answer (a 503) is never retried for a
+// mutation.
+func TestPutAndDeleteReplayedAfterAReset(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		pattern string
+		call    func(context.Context, *Client, *httptest.Server) error
+		replay  bool
+	}{
+		{"delete sandbox", "DELETE /sandbox/sb", func(ctx context.Context, c *Client, _ *httptest.Server) error {
+			_, err := c.Delete(ctx, "sb")
+			return err
+		}, true},
+		{"replace labels", "PUT /sandbox/sb/labels", func(ctx context.Context, c *Client, _ *httptest.Server) error {
+			_, err := c.ReplaceLabels(ctx, "sb", map[string]string{"a": "b"})
+			return err
+		}, true},
+		{"delete session", "DELETE /toolbox/sb/process/session/s1", func(ctx context.Context, c *Client, srv *httptest.Server) error {
+			return c.ToolboxFor("sb", srv.URL+"/toolbox/").DeleteSession(ctx, "s1")
+		}, true},
+		{"stop", "POST /sandbox/sb/stop", func(ctx context.Context, c *Client, _ *httptest.Server) error {
+			_, err := c.Stop(ctx, "sb", nil)
+			return err
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, mux, srv, _ := setup(t)
+			var calls atomic.Int32
+			mux.HandleFunc(tc.pattern, func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) == 1 {
+					_, _ = io.Copy(io.Discard, r.Body)
+					conn, _, err := w.(http.Hijacker).Hijack()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					_ = conn.(*net.TCPConn).SetLinger(0) // a reset, not a clean close
+					_ = conn.Close()
+					return
+				}
+				writeJSON(w, 200, map[string]any{"id": "sb", "state": StateDestroying, "labels": map[string]string{"a": "b"}})
+			})
+			err := tc.call(t.Context(), c, srv)
+			switch {
+			case tc.replay && err != nil:
+				t.Fatalf("err = %v after %d requests; want the request replayed, as the SDK does", err, calls.Load())
+			case tc.replay && calls.Load() != 2:
+				t.Errorf("requests = %d, want 2", calls.Load())
+			case !tc.replay && (err == nil || calls.Load() != 1):
+				t.Errorf("err = %v after %d requests; want the reset reported, the POST sent once", err, calls.Load())
+			}
+		})
+	}
+	t.Run("a 503 to a delete is not retried", func(t *testing.T) {
+		t.Parallel()
+		c, mux, _, _ := setup(t)
+		var calls atomic.Int32
+		mux.HandleFunc("DELETE /sandbox/sb", func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			writeJSON(w, 503, map[string]any{"statusCode": 503, "message": "unavailable"})
+		})
+		if _, err := c.Delete(t.Context(), "sb"); !errors.Is(err, ErrServer) || calls.Load() != 1 {
+			t.Errorf("err = %v after %d requests", err, calls.Load())
+		}
+	})
 }

@@ -19,7 +19,10 @@
 // after 5 s growing by 10 % per poll up to 1 s — until the target state,
 // the timeout argument (<= 0: none) or ctx ends. Waits fail with a
 // *SandboxStateError on error/build_failed and a *WaitTimeoutError on time;
-// a stop wait treats a vanished sandbox (404) as stopped.
+// a stop wait treats a vanished sandbox (404) as stopped. Stop and delete
+// waits poll as the SDK's refreshDataSafe does: a poll Daytona answers with
+// an error, or not at all, tells nothing and the wait polls on until its
+// timeout; a start wait fails with such a poll's error.
 //
 // Client.Toolbox(sandbox) returns a Toolbox handle for the sandbox's
 // toolbox, at <toolboxProxyUrl>/<sandboxId>: Execute, sessions (with
@@ -54,8 +57,11 @@
 // GET requests (and WebSocket handshakes) are retried on 429, 502, 503, 504
 // and connection failures with jittered exponential back-off, honouring
 // Retry-After, as long as the caller's deadline allows the wait (RetryPolicy).
-// POST, PUT and DELETE are retried only when the connection could not even be
-// dialled; a mutation that may have reached the server is never replayed.
+// POST, PUT and DELETE are retried when the connection could not even be
+// dialled; a POST that may have reached the server is never replayed, while a
+// PUT or a DELETE (idempotent) whose connection was reset or closed before any
+// answer is, as the SDK's connection retry does. No answer is retried for a
+// mutation.
 //
 // # Concurrency
 //

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/paperclipai/daytona-worker/internal/utf8text"
 )
 
 // Sentinel errors. Every error returned by this package that stems from one of
@@ -430,6 +432,9 @@ func (c *Client) apiErrorFromBody(method string, u *url.URL, status int, header 
 // value re-rendered compactly (JSON.stringify) or the text as sent. An empty
 // result means the SDK would fall back to axios' message.
 func parseErrorBody(body []byte) (code, message string) {
+	// axios decodes the body as UTF-8 text first: each ill-formed
+	// sequence becomes one U+FFFD, in text and JSON strings alike.
+	body = utf8text.Replace(body)
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -468,12 +473,12 @@ func parseErrorBody(body []byte) (code, message string) {
 	return "", "" // null, false
 }
 
+// compactJSON is the SDK's JSON.stringify of the parsed body.
 func compactJSON(body []byte) string {
-	var b bytes.Buffer
-	if json.Compact(&b, body) != nil {
-		return string(body)
+	if s, ok := jsRestringify(body); ok {
+		return s
 	}
-	return b.String()
+	return string(body)
 }
 
 // parseRetryAfter reads Retry-After (seconds or HTTP date) and the

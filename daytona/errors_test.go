@@ -62,6 +62,15 @@ func TestAPIErrorMapping(t *testing.T) {
 		{name: "raw text", status: 500, body: "boom\n", wantIs: []error{ErrServer}, wantMsg: "boom\n"},
 		{name: "json without message", status: 500, body: `{"detail": {"x": 1}}`, wantText: `{"detail":{"x":1}} (Daytona service unavailable)`},
 		{name: "json string", status: 400, body: `"plain words"`, wantText: "plain words"},
+		// JSON.stringify(JSON.parse(body)): escapes only where JSON needs
+		// them, JavaScript's numbers, one place per key (the last value),
+		// integer-like keys first.
+		{name: "json re-rendered as JavaScript does", status: 400,
+			body:     `{"b": "\u00e9\/<&>\u2028", "n": [1.50, 1e2, -0, 1E400, 12345678901234567890, 0.0000001], "2": 1, "b": "x\u0001\n", "10": 2, "a": true, "c": "\u00e9\/<&>\u2028\""}`,
+			wantText: "{\"2\":1,\"10\":2,\"b\":\"x\\u0001\\n\",\"n\":[1.5,100,0,null,12345678901234567000,1e-7],\"a\":true,\"c\":\"\u00e9/<&>\u2028\\\"\"}"},
+		// Each ill-formed UTF-8 sequence is one U+FFFD, as Node decodes it.
+		{name: "ill-formed text", status: 400, body: "bad \xe2\x82 bytes \xff end", wantText: "bad \ufffd bytes \ufffd end"},
+		{name: "ill-formed JSON string", status: 400, body: "{\"message\":\"a\xe2\x82b\"}", wantText: "a\ufffdb"},
 		{name: "json number", status: 400, body: `42`, wantText: "42"},
 		{name: "json null", status: 400, body: `null`, wantText: "Request failed with status code 400"},
 		{name: "empty message", status: 403, body: `{"message":""}`, wantText: "Request failed with status code 403"},

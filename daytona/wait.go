@@ -51,6 +51,11 @@ func (g waitGoal) reached(s SandboxState) bool {
 // sandbox is deleted when it stops).
 func (g waitGoal) goneOK() bool { return g == waitStopped || g == waitDestroyed }
 
+// lenient: the SDK polls a stop or delete wait with refreshDataSafe, which
+// swallows any failure but a 404: the cached state stands and the wait
+// polls on until its timeout.
+func (g waitGoal) lenient() bool { return g == waitStopped || g == waitDestroyed }
+
 // WaitForState polls the sandbox until its state is one of states, within
 // timeout (<= 0: only ctx bounds it). It fails with a *SandboxStateError
 // when the sandbox reaches error or build_failed (unless listed), and with a
@@ -62,7 +67,7 @@ func (c *Client) WaitForState(ctx context.Context, id string, timeout time.Durat
 		return nil, errors.New("daytona: wait: no target state")
 	}
 	return c.poll(ctx, id, timeout, states, func(s SandboxState) bool { return slices.Contains(states, s) },
-		slices.Contains(states, StateDestroyed))
+		slices.Contains(states, StateDestroyed), false)
 }
 
 // WaitUntilStarted waits for the started state.
@@ -76,8 +81,16 @@ func (c *Client) WaitUntilStopped(ctx context.Context, id string, timeout time.D
 	return c.waitForState(ctx, id, timeout, waitStopped)
 }
 
+// remoteFailure reports an error Daytona (or the way to it) gave a request:
+// an error answer or a failed exchange, not a local refusal to send it.
+func remoteFailure(err error) bool {
+	var ae *APIError
+	var te *TransportError
+	return errors.As(err, &ae) || errors.As(err, &te)
+}
+
 func (c *Client) waitForState(ctx context.Context, id string, timeout time.Duration, g waitGoal) (*Sandbox, error) {
-	return c.poll(ctx, id, timeout, g.targets(), g.reached, g.goneOK())
+	return c.poll(ctx, id, timeout, g.targets(), g.reached, g.goneOK(), g.lenient())
 }
 
 // waitRefreshBound bounds the GET a wait sends once its timeout has passed
@@ -99,8 +112,13 @@ const WaitOverrun = 2 * waitRefreshBound
 // last interval, is still seen (a failed final refresh is reported as a
 // poll's failure would be; the SDK reports a timeout). No request runs under
 // a context that ends at the deadline: it could not answer in time.
+//
+// A lenient wait (the SDK's stop and delete waits) takes a poll that Daytona
+// answered with an error, or that got no answer, as telling nothing: it
+// polls on, and times out if nothing else comes. A 502 blip while a sandbox
+// stops must not fail the stop.
 func (c *Client) poll(ctx context.Context, id string, timeout time.Duration, targets []SandboxState,
-	reached func(SandboxState) bool, goneOK bool) (*Sandbox, error) {
+	reached func(SandboxState) bool, goneOK, lenient bool) (*Sandbox, error) {
 	start := c.clock.Now()
 	deadline := start.Add(timeout)
 	timeoutErr := func(last *Sandbox) error {
@@ -164,6 +182,9 @@ func (c *Client) poll(ctx context.Context, id string, timeout time.Duration, tar
 			return last, ctxErr(last)
 		case boundHit:
 			return last, timeoutErr(last)
+		case lenient && remoteFailure(err):
+			// refreshDataSafe: nothing learnt; the final refresh's failure
+			// is the timeout below.
 		default:
 			return last, err
 		}

@@ -3,6 +3,7 @@ package daytona
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -293,6 +294,104 @@ func TestWaitRealClockSeesStateAfterBudget(t *testing.T) {
 			if late.Load() == 0 {
 				t.Error("no GET after the budget, yet the wait succeeded")
 			}
+		})
+	}
+}
+
+// The SDK's stop and delete waits poll with refreshDataSafe: an answer other
+// than the sandbox or a 404 (a 502 from a proxy, a 503, a dropped
+// connection) leaves the cached state as it was and the wait polls on, until
+// its timeout. A Daytona blip longer than the retries of one GET must not
+// fail them (a reusable lease's release would then delete the sandbox it
+// was to keep). The start wait has no such leniency in the SDK: its first
+// failed refresh fails it, as here.
+func TestStopAndDeleteWaitsRideOutFailedPolls(t *testing.T) {
+	t.Parallel()
+	const budget = time.Minute
+	const blip = 10 // failed GETs in a row, more than one GET's retries
+	type outcome struct {
+		sb  *Sandbox
+		err error
+	}
+	stopWait := func(ctx context.Context, c *Client) outcome {
+		sb, err := c.StopAndWait(ctx, "sb", nil, budget)
+		return outcome{sb, err}
+	}
+	cases := []struct {
+		name    string
+		action  string
+		reply   SandboxState
+		fail    int          // the status of the failed polls
+		forever bool         // the polls never recover
+		final   SandboxState // what a poll answers after the blip; "404": gone
+		call    func(context.Context, *Client) outcome
+		check   func(*testing.T, outcome)
+	}{
+		{"stop through 502s", "POST /sandbox/sb/stop", StateStopping, http.StatusBadGateway, false, StateStopped,
+			stopWait,
+			func(t *testing.T, o outcome) {
+				if o.err != nil || o.sb == nil || o.sb.State != StateStopped {
+					t.Fatalf("StopAndWait = %+v, %v; want stopped once the polls answer again", o.sb, o.err)
+				}
+			}},
+		{"stop through 401s", "POST /sandbox/sb/stop", StateStopping, http.StatusUnauthorized, false, StateStopped,
+			stopWait,
+			func(t *testing.T, o outcome) {
+				if o.err != nil || o.sb == nil || o.sb.State != StateStopped {
+					t.Fatalf("StopAndWait = %+v, %v; want stopped once the polls answer again", o.sb, o.err)
+				}
+			}},
+		{"delete through 503s", "DELETE /sandbox/sb", StateDestroying, http.StatusServiceUnavailable, false, "404",
+			func(ctx context.Context, c *Client) outcome { return outcome{nil, c.DeleteAndWait(ctx, "sb", budget)} },
+			func(t *testing.T, o outcome) {
+				if o.err != nil {
+					t.Fatalf("DeleteAndWait = %v; want success once the polls see the sandbox gone", o.err)
+				}
+			}},
+		{"stop never answered", "POST /sandbox/sb/stop", StateStopping, http.StatusBadGateway, true, StateStopped,
+			stopWait,
+			func(t *testing.T, o outcome) {
+				var wt *WaitTimeoutError
+				if !errors.As(o.err, &wt) {
+					t.Fatalf("StopAndWait = %v; want the SDK's timeout", o.err)
+				}
+				if o.err.Error() != "Sandbox failed to become stopped within the timeout period" {
+					t.Errorf("message = %q", o.err)
+				}
+			}},
+		{"start through 502s", "POST /sandbox/sb/start", StateStarting, http.StatusBadGateway, false, StateStarted,
+			func(ctx context.Context, c *Client) outcome {
+				sb, err := c.StartAndWait(ctx, "sb", budget)
+				return outcome{sb, err}
+			},
+			func(t *testing.T, o outcome) {
+				if !errors.Is(o.err, ErrServer) {
+					t.Fatalf("StartAndWait = %+v, %v; want the 502, as the SDK's start wait gives", o.sb, o.err)
+				}
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, mux, srv, _ := setup(t)
+			mux.HandleFunc(tc.action, func(w http.ResponseWriter, r *http.Request) {
+				writeJSON(w, 200, sandboxJSON(srv, "sb", tc.reply))
+			})
+			var polls atomic.Int32
+			mux.HandleFunc("GET /sandbox/sb", func(w http.ResponseWriter, r *http.Request) {
+				n := polls.Add(1)
+				switch {
+				case tc.forever || n <= blip:
+					w.Header().Set("Content-Type", "text/html")
+					w.WriteHeader(tc.fail)
+					_, _ = io.WriteString(w, "<html><body>bad gateway</body></html>")
+				case tc.final == "404":
+					writeJSON(w, 404, map[string]any{"statusCode": 404, "message": "Sandbox with ID or name sb not found"})
+				default:
+					writeJSON(w, 200, sandboxJSON(srv, "sb", tc.final))
+				}
+			})
+			tc.check(t, tc.call(t.Context(), c))
 		})
 	}
 }

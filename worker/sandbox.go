@@ -223,10 +223,11 @@ func (s *leaseSandbox) gone() error {
 }
 
 // settlingStates are transitions that end by themselves; starting a sandbox
-// in one of them is a 409, so they are waited out first.
+// in one of them is a 409, so they are waited out first. Archiving is not
+// one: Daytona starts a sandbox it is archiving (the archive is abandoned),
+// where waiting for the archive could outlast the call's timeout.
 var settlingStates = map[daytona.SandboxState]daytona.SandboxState{
-	daytona.StateStopping:  daytona.StateStopped,
-	daytona.StateArchiving: daytona.StateArchived,
+	daytona.StateStopping: daytona.StateStopped,
 }
 
 // ensureStarted is the plugin's ensureSandboxStarted: started is a no-op, a
@@ -234,7 +235,7 @@ var settlingStates = map[daytona.SandboxState]daytona.SandboxState{
 // plugin's message, a destroying or destroyed one fails as gone (its handle
 // evicted; the plugin asks Daytona to start it), anything else is started. Each lifecycle call is bounded
 // by the SDK timeout plus a margin. Unlike the plugin, a sandbox still
-// stopping or archiving is waited for instead of failing with a 409, one
+// stopping is waited for instead of failing with a 409, one
 // already starting is simply waited for, and one being snapshotted (a
 // template capture) is waited for until Daytona gives it back.
 func (s *leaseSandbox) ensureStarted(ctx context.Context, timeoutSecs int) error {

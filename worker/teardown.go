@@ -21,6 +21,13 @@ const (
 var settledStates = []daytona.SandboxState{daytona.StateStarted, daytona.StateStopped, daytona.StateArchived,
 	daytona.StateError, daytona.StateBuildFailed, daytona.StateDestroyed}
 
+// atRest tells a sandbox that keeps its files without running: stopped,
+// archived, or on its way to the archive (Daytona refuses to stop that one
+// with a 409, and a start brings it back).
+func atRest(state daytona.SandboxState) bool {
+	return state == daytona.StateStopped || state == daytona.StateArchived || state == daytona.StateArchiving
+}
+
 func receipt(id, state string) *protocol.TerminationReceipt {
 	return &protocol.TerminationReceipt{ProviderLeaseID: id, State: state}
 }
@@ -133,7 +140,7 @@ func (w *Worker) releaseLease(ctx context.Context, raw json.RawMessage) (any, er
 		return gone(err, id)
 	}
 	if cfg.ReuseLease {
-		if s.state() != daytona.StateStopped && s.state() != daytona.StateArchived {
+		if !atRest(s.state()) {
 			if err := t.stop(ctx, s, cfg); err != nil {
 				w.log.Warn().Str("sandbox", id).Err(err).Msg("cannot stop the sandbox on release; deleting it instead")
 				return t.delete(ctx, s, cfg)
@@ -212,9 +219,7 @@ func (w *Worker) stopRetained(ctx context.Context, p protocol.ReleaseLeaseParams
 	}
 	w.leases.takeSessionID(t.key)
 	w.closeLeaseTerminals(ctx, id)
-	switch s.state() {
-	case daytona.StateStopped, daytona.StateArchived:
-	default:
+	if !atRest(s.state()) {
 		if err := t.stop(ctx, s, cfg); err != nil {
 			return nil, err
 		}

@@ -37,6 +37,7 @@ func run() error {
 	root := flag.String("root", "", "folder for sandboxes and snapshots (default: a temporary folder removed on exit)")
 	apiKey := flag.String("api-key", "", "bearer key to accept (default: "+emulator.DevAPIKey+"; or $DAYTONA_EMULATOR_API_KEY)")
 	step := flag.Duration("step-delay", emulator.DefaultStepDelay, "duration of each lifecycle step (0 = synchronous)")
+	archive := flag.Duration("archive-delay", 0, "how long archiving lasts (0 = one lifecycle step)")
 	transitional := flag.Bool("transitional", false, "create/start/recover answer in a transitional state instead of waiting for started")
 	frameSize := flag.Int("log-frame-size", 1024, "max bytes per session-log WebSocket frame")
 	split := flag.String("log-split", "", "cut session-log frames further: markers (inside every marker), every:N, random:SEED")
@@ -64,6 +65,7 @@ func run() error {
 		Root:               *root,
 		APIKey:             key,
 		StepDelay:          stepDelay,
+		ArchiveDelay:       *archive,
 		ReturnTransitional: *transitional,
 		LogFrameSize:       *frameSize,
 		LogFrameSplit:      splitter,

@@ -317,8 +317,11 @@ func TestTransitions(t *testing.T) {
 		t.Parallel()
 		_, c := start(t, emulator.Options{StepDelay: 30 * time.Millisecond})
 		r := c.api("POST", "/sandbox", map[string]any{})
-		assert.Equal(t, "started", r.obj(t)["state"])
+		// It answers once started, with the sandbox as it was when created
+		// (the real controller drops what its wait returns).
+		assert.Equal(t, "creating", r.obj(t)["state"])
 		id := r.obj(t)["id"].(string)
+		assert.Equal(t, "started", c.api("GET", "/sandbox/"+id, nil).obj(t)["state"])
 		c.api("POST", "/sandbox/"+id+"/stop", nil)
 		c.waitState(id, "stopped")
 		assert.Equal(t, "started", c.api("POST", "/sandbox/"+id+"/start", nil).obj(t)["state"])
@@ -637,4 +640,42 @@ func TestIssuedSecrets(t *testing.T) {
 	assert.ElementsMatch(t, []string{ssh, preview}, env.Server.IssuedSecrets())
 	require.Equal(t, 200, c.api("DELETE", "/sandbox/"+id, nil).status)
 	assert.ElementsMatch(t, []string{ssh, preview}, env.Server.IssuedSecrets(), "kept after the sandbox is gone")
+}
+
+// While a sandbox archives (stored stopped or archiving, desired archived)
+// the real API's start and delete go through: start checks the state only
+// against desired archived (sandbox.service start), and delete refuses only
+// a pending sandbox, which one with desired archived never is
+// (Sandbox.enforceInvariants). Stop and archive still answer 409: they
+// compare the state with the desired one.
+func TestLifecycleWhileArchiving(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		method string
+		op     string // path after /sandbox/<id>
+		status int
+		after  string // the state it reaches; "gone": deleted
+	}{
+		{"POST", "/start", 200, "started"},
+		{"DELETE", "", 200, "gone"},
+		{"POST", "/stop", 409, "archiving"},
+		{"POST", "/archive", 409, "archiving"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.method+tc.op, func(t *testing.T) {
+			t.Parallel()
+			_, c := start(t, emulator.Options{StepDelay: emulator.Synchronous, ArchiveDelay: time.Hour})
+			id := c.create(nil)["id"].(string)
+			require.Equal(t, 200, c.api("POST", "/sandbox/"+id+"/stop", nil).status)
+			r := c.api("POST", "/sandbox/"+id+"/archive", nil)
+			require.Equal(t, "archiving", r.obj(t)["state"])
+
+			r = c.api(tc.method, "/sandbox/"+id+tc.op, nil)
+			assert.Equal(t, tc.status, r.status, "%s %s while archiving: %s", tc.method, tc.op, r.body)
+			if tc.status == 409 {
+				assert.Equal(t, "Sandbox state change in progress", r.obj(t)["message"])
+			}
+			c.waitState(id, tc.after)
+		})
+	}
 }

@@ -39,11 +39,12 @@
 // archiving → archived, start from archived → restoring → started, snapshot
 // (of a started or stopped sandbox) → snapshotting → back to its state, and
 // only then the snapshot, active, as the real job handler orders it; delete → destroying → gone (GET 404). Each step
-// lasts Options.StepDelay. Create, start and recover hold the response until
+// lasts Options.StepDelay (archiving lasts Options.ArchiveDelay). Create, start and recover hold the response until
 // started (≤30 s) like the real controller, unless Options.ReturnTransitional.
 // Stop kills every process (sessions, PTYs, running commands) but keeps files;
 // start brings the sandbox back with its files. A transition in progress makes
-// lifecycle calls answer 409; invalid ones answer 400 with the real messages
+// lifecycle calls answer 409 (but a start or a delete of a sandbox being
+// archived goes through, as in the real API); invalid ones answer 400 with the real messages
 // ("Sandbox is not in a stoppable state", "Sandbox is not stopped", "Sandbox is
 // not in valid state", "Sandbox is in an errored state", "Sandbox is not in a
 // recoverable state"). Ephemeral sandboxes (autoDeleteInterval 0) are deleted

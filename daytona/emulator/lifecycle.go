@@ -276,6 +276,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.stepLocked(sb, func() { s.setStateLocked(sb, stateStarted, desiredStarted) })
 	}
 	s.log.Info().Str("sandbox", sb.id).Str("name", sb.name).Msg("created sandbox")
+	// The real controller waits for started, then answers the sandbox as
+	// it was when created (it drops what its wait returns): a client sees
+	// "creating" and polls, as the SDK does.
+	created := s.sandboxDTOLocked(sb, baseURL(r))
 	s.mu.Unlock()
 
 	if sb.build == nil && !s.opts.ReturnTransitional {
@@ -283,7 +287,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.replySandbox(w, r, http.StatusOK, sb)
+	writeJSON(w, http.StatusOK, created)
 }
 
 // waitStarted holds the response until sb is started, like the real
@@ -333,7 +337,8 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	if sb.inTransition() && sb.state != statePendingBuild {
+	// The real API refuses only a pending sandbox; one being archived is not.
+	if sb.inTransition() && sb.state != statePendingBuild && !sb.archiving() {
 		s.refuseLocked(w, r, http.StatusConflict, msgInTransit)
 		return
 	}
@@ -357,6 +362,9 @@ func (s *Server) handleStart(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		s.replySandbox(w, r, http.StatusOK, sb)
 		return
+	case sb.archiving():
+		// The real API starts a sandbox that is being archived: the
+		// archive is abandoned and the sandbox starts from its runner.
 	case s.refuseChangeLocked(w, r, sb):
 		return
 	case sb.state != stateStopped && sb.state != stateArchived:
@@ -417,7 +425,7 @@ func (s *Server) handleArchive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setStateLocked(sb, stateStopped, desiredArchived)
-	s.stepLocked(sb, func() { s.setStateLocked(sb, stateArchived, desiredArchived) })
+	s.stepAfterLocked(sb, s.opts.archiveDelay(), func() { s.setStateLocked(sb, stateArchived, desiredArchived) })
 	s.mu.Unlock()
 	s.replySandbox(w, r, http.StatusOK, sb)
 }

@@ -41,6 +41,12 @@ type Options struct {
 	// (bounded by 30 s).
 	ReturnTransitional bool
 
+	// ArchiveDelay is how long archiving lasts (archiving → archived). Zero:
+	// one step (StepDelay); Synchronous: at once. Daytona archives by moving
+	// the sandbox's file system to object storage, which takes far longer
+	// than a start or a stop; a start or a delete meanwhile goes through.
+	ArchiveDelay time.Duration
+
 	// Clock reads the current time for timestamps, TTL, auto-stop, auto-archive
 	// and auto-delete bookkeeping. Nil: time.Now. Step delays always use real time.
 	Clock func() time.Time
@@ -86,6 +92,17 @@ func (o Options) stepDelay() time.Duration {
 		return DefaultStepDelay
 	default:
 		return o.StepDelay
+	}
+}
+
+func (o Options) archiveDelay() time.Duration {
+	switch {
+	case o.ArchiveDelay < 0:
+		return 0
+	case o.ArchiveDelay == 0:
+		return o.stepDelay()
+	default:
+		return o.ArchiveDelay
 	}
 }
 

@@ -111,8 +111,14 @@ func (sb *sandbox) reportedState() string {
 	return sb.state
 }
 
+// archiving reports a sandbox on its way to the archive.
+func (sb *sandbox) archiving() bool {
+	return sb.desired == desiredArchived && (sb.state == stateStopped || sb.state == stateArchiving)
+}
+
 // inTransition reports whether a state change is running, which makes other
-// lifecycle calls answer 409.
+// lifecycle calls answer 409 (a start or a delete of an archiving sandbox
+// goes through, see handleStart and handleDelete).
 func (sb *sandbox) inTransition() bool {
 	if sb.state == stateError || sb.state == stateBuildFailed {
 		return false
@@ -150,9 +156,14 @@ func (s *Server) setStateLocked(sb *sandbox, state, desired string) {
 // step was scheduled for sb in between, sb was removed, or the server closed.
 // With Synchronous steps fn runs at once.
 func (s *Server) stepLocked(sb *sandbox, fn func()) {
+	s.stepAfterLocked(sb, s.opts.stepDelay(), fn)
+}
+
+// stepAfterLocked is stepLocked for a step that lasts d.
+func (s *Server) stepAfterLocked(sb *sandbox, d time.Duration, fn func()) {
 	sb.gen++
 	gen := sb.gen
-	s.afterStepLocked(func() {
+	s.afterLocked(d, func() {
 		if sb.removed || sb.gen != gen {
 			return
 		}

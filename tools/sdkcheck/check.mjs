@@ -289,11 +289,20 @@ async function main() {
       assert(missing instanceof DaytonaNotFoundError, `deleted snapshot reports not found, got ${missing}`);
     });
 
+    await step('archive, start while archiving', async () => {
+      await sandbox.stop();
+      await sandbox.archive();
+      assert(['archiving', 'archived'].includes(sandbox.state), `state after archive: ${sandbox.state}`);
+      // The real API starts a sandbox it is archiving (the archive is abandoned).
+      await sandbox.start();
+      eq(sandbox.state, 'started', 'state after a start while archiving');
+    });
+
     await step('archive, wait, restore', async () => {
       await sandbox.stop();
       await sandbox.archive();
       assert(['archiving', 'archived'].includes(sandbox.state), `state after archive: ${sandbox.state}`);
-      // archive() does not wait; a start during `archiving` is a 409 on the real API too.
+      // archive() does not wait.
       while (sandbox.state !== 'archived') {
         await new Promise((r) => setTimeout(r, 50));
         await sandbox.refreshData();
