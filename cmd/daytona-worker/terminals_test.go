@@ -358,9 +358,12 @@ func TestReleaseClosesTheLeaseTerminals(t *testing.T) {
 	// The host's close after the teardown still gets the bound session.
 	h.closeDuplex(d)
 	h.closeLogin(lg)
-	// The released lease takes no new terminal.
+	// The released lease takes no new terminal: its handle is gone, as in
+	// the plugin, whose teardown evicts it.
 	_, rep = h.openDuplex(l, "cat")
-	assert.Equal(t, fmt.Sprintf("Daytona sandbox lease %s is no longer active.", l.id), errMessage(rep))
+	assert.Equal(t, "Daytona duplex channel: no cached sandbox resolves the provider lease.", errMessage(rep))
+	_, rep = h.openLogin(l, "claude", newSessionHome(t))
+	assert.Equal(t, "Daytona login pseudo-terminal: no cached sandbox resolves the provider lease.", errMessage(rep))
 	// The other lease's channel is untouched.
 	keep.write([]byte("still here"))
 	keep.waitBytes(10)
