@@ -108,6 +108,14 @@ func (w *Worker) SerialKey(req *rpc.Request) string {
 	return ""
 }
 
+// AnswersDuringShutdown implements rpc.ShutdownAnswerer: the closes of
+// login PTYs and duplex channels are acknowledged while the shutdown drains
+// (the official runtime still serves requests while its shutdown hook
+// runs), since the host kills a worker whose close it cannot confirm.
+func (w *Worker) AnswersDuringShutdown(req *rpc.Request) bool {
+	return req.Method == protocol.MethodLoginPtyClose || req.Method == protocol.MethodDuplexChannelClose
+}
+
 // leadingStringMember returns the string member key of a JSON object,
 // reading members only until it is found: the host puts the ids before the
 // data, so a write's payload is not scanned on the read goroutine.
