@@ -16,7 +16,8 @@ type InvocationScope struct {
 	CompanyID string `json:"companyId,omitempty"`
 }
 
-// InitializeParams are the params of `initialize`.
+// InitializeParams are the params of `initialize`, as the host sends them.
+// The worker decodes none of them (the runtime does not check their types).
 type InitializeParams struct {
 	Manifest          json.RawMessage `json:"manifest"`
 	Config            json.RawMessage `json:"config"`

@@ -242,7 +242,12 @@ func (m *Manager) DuplexClose(hostRouteID string) string {
 		return sid
 	}
 	m.forgetLocked(s)
+	shut := m.shut
 	m.mu.Unlock()
-	s.silence()
+	if !shut {
+		// Once Close has begun it has silenced every session and is
+		// ending it; the close only has to be acknowledged.
+		s.silence()
+	}
 	return s.route.SessionID
 }

@@ -151,8 +151,11 @@ func (m *Manager) LoginClose(hostRouteID string) {
 		// Closed before its open was handled: the open must not go live.
 		m.closedRoutes.put(hostRouteID, "")
 	}
+	shut := m.shut
 	m.mu.Unlock()
-	if s != nil {
+	if s != nil && !shut {
+		// Once Close has begun it has silenced every session and is
+		// ending it; the close only has to be acknowledged.
 		s.silence()
 	}
 }

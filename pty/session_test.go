@@ -505,6 +505,40 @@ func TestCloseEndsEverythingSilently(t *testing.T) {
 	}
 }
 
+// TestAClosedRouteIsAcknowledgedAfterClose: once Close has begun (the
+// worker's shutdown) it ends every session itself; a host close then only
+// has to be acknowledged, with the session the route bound, and sends
+// nothing to a sandbox that may not answer.
+func TestAClosedRouteIsAcknowledgedAfterClose(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(t)
+	rec := newRecorder()
+	m := New(Options{Sink: rec, NewID: newIDs(t).next})
+	duplex := openCat(t, m, sb, "duplex-route-1")
+	op, err := m.OpenLogin(t.Context(), sb.tb, LoginRequest{HostRouteID: "login-1", ProviderLeaseID: sb.sb.ID, CommandKey: "claude", SessionHome: sessionHome(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op.Start(true)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const kill = "DELETE /toolbox/{sandboxId}/process/pty/{sessionId}"
+	kills := sb.env.Server.Requests()[kill]
+	if sid := m.DuplexClose("duplex-route-1"); sid != duplex.SessionID {
+		t.Errorf("close after Close = %q, want the bound %q", sid, duplex.SessionID)
+	}
+	m.LoginClose("login-1")
+	if sid := m.DuplexClose("duplex-route-1"); sid != duplex.SessionID {
+		t.Errorf("a second close after Close = %q, want %q", sid, duplex.SessionID)
+	}
+	if n := sb.env.Server.Requests()[kill]; n != kills {
+		t.Errorf("closes after Close sent %d PTY kills", n-kills)
+	}
+}
+
 func TestACloseBeforeItsOpenRefusesTheOpen(t *testing.T) {
 	t.Parallel()
 	sb := newSandbox(t)

@@ -50,6 +50,18 @@ type Serializer interface {
 	SerialKey(req *Request) string
 }
 
+// ShutdownAnswerer is implemented by a Handler some of whose requests must
+// still be answered while the shutdown request runs: other requests that
+// arrive then are refused with -32000, but the host retires (kills) a
+// worker that does not acknowledge, say, the close of a terminal, which
+// would cut short the cleanup the shutdown is doing. Requests for which
+// AnswersDuringShutdown returns true are served as usual until the
+// shutdown's reply is written; they must be quick. It is called on the read
+// goroutine.
+type ShutdownAnswerer interface {
+	AnswersDuringShutdown(req *Request) bool
+}
+
 // HandlerFunc adapts a function to Handler.
 type HandlerFunc func(ctx context.Context, req *Request) (any, error)
 
@@ -122,9 +134,11 @@ type Conn struct {
 	cancel   context.CancelFunc
 	inflight sync.WaitGroup
 	stopping sync.WaitGroup // the shutdown goroutine, which waits on inflight
+	late     sync.WaitGroup // requests served while the shutdown runs (ShutdownAnswerer)
 
 	mu       sync.Mutex
 	closing  bool
+	draining bool                  // the shutdown request runs and has not been answered yet
 	serial   map[string][]*Request // per serial key: requests waiting behind the one running
 	stopped  chan struct{}         // closed once the shutdown reply is written
 	stopOnce sync.Once
@@ -189,6 +203,7 @@ func (c *Conn) Serve(ctx context.Context, h Handler) error {
 	// A shutdown request that raced the end of input finishes first (it is
 	// bounded by its own grace and cancel waits), so nothing outlives Serve.
 	c.stopping.Wait()
+	c.late.Wait()
 	_ = jc.Close()
 	return result
 }
@@ -200,12 +215,24 @@ func (c *Conn) dispatch(m *message) {
 
 	c.mu.Lock()
 	if c.closing {
+		if c.draining && c.answersDuringShutdown(req) {
+			// Added under mu while draining: the shutdown clears draining
+			// under mu before Serve waits for the group.
+			c.late.Add(1)
+			c.mu.Unlock()
+			go func() {
+				defer c.late.Done()
+				c.serveOne(req)
+			}()
+			return
+		}
 		c.mu.Unlock()
 		c.replyError(req, &protocol.Error{Code: protocol.CodeWorkerUnavailable, Message: "Worker RPC host is shutting down"})
 		return
 	}
 	if req.Method == c.opts.ShutdownMethod {
 		c.closing = true
+		c.draining = true
 		c.stopping.Add(1)
 		c.mu.Unlock()
 		go func() {
@@ -258,6 +285,11 @@ func (c *Conn) serve(req *Request) {
 			return
 		}
 	}
+}
+
+func (c *Conn) answersDuringShutdown(req *Request) bool {
+	a, ok := c.handler.(ShutdownAnswerer)
+	return ok && a.AnswersDuringShutdown(req)
 }
 
 func (c *Conn) serialKey(req *Request) string {
@@ -393,6 +425,9 @@ func (c *Conn) shutdown(req *Request) {
 	} else {
 		_, _ = c.reply(ctx, req, result)
 	}
+	c.mu.Lock()
+	c.draining = false
+	c.mu.Unlock()
 	c.stopOnce.Do(func() { close(c.stopped) })
 }
 

@@ -307,6 +307,50 @@ func TestShutdownDrainsInFlightRequestsThenReplies(t *testing.T) {
 	}
 }
 
+// answererHandler answers "ack" during the shutdown (ShutdownAnswerer).
+type answererHandler struct{ HandlerFunc }
+
+func (answererHandler) AnswersDuringShutdown(req *Request) bool { return req.Method == "ack" }
+
+func TestRequestsAShutdownAnswererNamesAreServedWhileTheShutdownDrains(t *testing.T) {
+	t.Parallel()
+	started, release := make(chan struct{}), make(chan struct{})
+	h := answererHandler{func(ctx context.Context, req *Request) (any, error) {
+		switch req.Method {
+		case "work":
+			close(started)
+			<-release
+			return "done", nil
+		case "ack":
+			return req.Params, nil
+		}
+		return nil, nil
+	}}
+	f := startConn(t, h, Options{ShutdownGrace: 5 * time.Minute})
+	// Before a shutdown, an ack is an ordinary request.
+	f.send(`{"jsonrpc":"2.0","id":1,"method":"ack","params":"a"}`)
+	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"result":"a"}`, f.recvRaw())
+	f.send(`{"jsonrpc":"2.0","id":2,"method":"work"}`)
+	<-started
+	f.send(`{"jsonrpc":"2.0","id":3,"method":"shutdown","params":{}}`)
+	f.send(`{"jsonrpc":"2.0","id":4,"method":"ack","params":"b"}`)
+	f.send(`{"jsonrpc":"2.0","id":5,"method":"work"}`)
+	// The ack is answered while the drain waits for id 2; other requests
+	// are refused.
+	assert.Equal(t, `{"jsonrpc":"2.0","id":4,"result":"b"}`, f.recvRaw())
+	assert.Equal(t, `{"jsonrpc":"2.0","id":5,"error":{"code":-32000,"message":"Worker RPC host is shutting down"}}`, f.recvRaw())
+	close(release)
+	assert.Equal(t, `{"jsonrpc":"2.0","id":2,"result":"done"}`, f.recvRaw())
+	assert.Equal(t, `{"jsonrpc":"2.0","id":3,"result":null}`, f.recvRaw())
+	select {
+	case err := <-f.served:
+		assert.NoError(t, err)
+		f.served <- err
+	case <-time.After(lineWait):
+		t.Fatal("Serve did not return after shutdown")
+	}
+}
+
 func TestShutdownCancelsHandlersThatOutstayTheGrace(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{})

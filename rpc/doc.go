@@ -27,8 +27,10 @@
 //     failed write to stdout stops the output for good.
 //   - Concurrency: every request runs in its own goroutine, owned by the Conn;
 //     panics (in a handler or while encoding its result) are recovered and
-//     answered as -32002; shutdown stops admission, waits (bounded) for
-//     in-flight handlers, then replies. A handler that
+//     answered as -32002; shutdown stops admission (but for the requests a
+//     ShutdownAnswerer names, such as terminal closes the host must see
+//     acknowledged), waits (bounded) for in-flight handlers, then replies.
+//     A handler that
 //     implements Serializer has the requests it keys alike (the writes to one
 //     terminal) run one at a time in arrival order; AfterReply runs work once
 //     a reply is on the wire (a terminal's output, which must follow the

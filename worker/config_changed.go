@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 
 	"github.com/paperclipai/daytona-worker/protocol"
 )
@@ -10,33 +11,105 @@ import (
 // configChanged stores the config, refusing (-32006) to replace one company's
 // config with a different config of another company: a worker is shared by
 // every company, and this plugin is single-tenant in that sense, exactly as
-// the SDK's guard decides.
+// the SDK's guard decides. The runtime reads params.companyId ?? null and
+// params.config whatever their types (params that are no object have
+// neither), and compares company ids with ===.
 func (w *Worker) configChanged(raw json.RawMessage) error {
-	var params protocol.ConfigChangedParams
-	if err := decodeParams(protocol.MethodConfigChanged, raw, &params); err != nil {
-		return err
+	var config, companyRaw json.RawMessage
+	if jsonKindOf(raw) == "object" {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return protocol.InvalidParams(protocol.MethodConfigChanged, describeDecodeError(err))
+		}
+		config, companyRaw = obj["config"], obj["companyId"]
 	}
+	incoming := newCompanyID(companyRaw)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	incoming := params.CompanyID
 	prev := w.config.companyID
-	if incoming != nil && prev != nil && *prev != *incoming && !sameConfig(params.Config, w.config.current) {
+	if incoming != nil && prev != nil && !prev.same(incoming) && !sameConfig(config, w.config.current) {
 		return protocol.Errorf(protocol.CodeCrossTenantConfig,
 			`configChanged: refusing to overwrite configuration for company "%s" with a different configuration for company "%s". This plugin is single-tenant and cannot safely serve multiple companies from one worker. If multi-company support is intended, set multiCompanyConfig: true on the plugin definition and key per-company state on context.companyId.`,
-			*prev, *incoming)
+			prev.text, incoming.text)
 	}
-	w.config.current = params.Config
+	w.config.current = config
 	if incoming != nil {
 		w.config.companyID = incoming
 	}
 	return nil
 }
 
-// sameConfig compares two configs structurally, ignoring key order.
+// companyID is a configChanged companyId as the runtime holds it: any JSON
+// value but null.
+type companyID struct {
+	kind string // jsonKindOf the value
+	key  string // what === compares: the string, the number's value, the boolean
+	text string // String(value), as the refusal's template renders it
+}
+
+// newCompanyID reads companyId ?? null; nil for absent or null.
+func newCompanyID(raw json.RawMessage) *companyID {
+	kind := jsonKindOf(raw)
+	if kind == "" || kind == "null" {
+		return nil
+	}
+	v, ok := decodeJS(raw)
+	if !ok {
+		return nil
+	}
+	c := &companyID{kind: kind, text: jsTemplateString(v)}
+	switch kind {
+	case "number":
+		c.key = jsNumberString(jsNumber(v))
+	case "string", "bool":
+		c.key = c.text
+	}
+	return c
+}
+
+// same is ===: objects and arrays are each their own value, never equal to
+// one delivered by another call.
+func (c *companyID) same(o *companyID) bool {
+	if c.kind != o.kind || c.kind == "object" || c.kind == "array" {
+		return false
+	}
+	return c.key == o.key
+}
+
+// jsTemplateString is String(v) of a value decoded by decodeJS, as a
+// template literal renders it (arrays join their elements, null and
+// undefined elements as empty).
+func jsTemplateString(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case *jsObject:
+		return "[object Object]"
+	case []any:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			if x != nil {
+				parts[i] = jsTemplateString(x)
+			}
+		}
+		return strings.Join(parts, ",")
+	}
+	return jsString(v)
+}
+
+// sameConfig compares two configs as the SDK's canonicalize does: key order
+// ignored, and an absent config the same as null.
 func sameConfig(a, b json.RawMessage) bool {
-	ca, okA := canonicalJSON(a)
-	cb, okB := canonicalJSON(b)
+	ca, okA := canonicalConfig(a)
+	cb, okB := canonicalConfig(b)
 	return okA && okB && bytes.Equal(ca, cb)
+}
+
+func canonicalConfig(raw json.RawMessage) ([]byte, bool) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = jsonNull
+	}
+	return canonicalJSON(raw)
 }
 
 // canonicalJSON re-encodes v with sorted object keys (encoding/json sorts map

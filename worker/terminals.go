@@ -108,6 +108,14 @@ func (w *Worker) SerialKey(req *rpc.Request) string {
 	return ""
 }
 
+// AnswersDuringShutdown implements rpc.ShutdownAnswerer: the closes of
+// login PTYs and duplex channels are acknowledged while the shutdown drains
+// (the official runtime still serves requests while its shutdown hook
+// runs), since the host kills a worker whose close it cannot confirm.
+func (w *Worker) AnswersDuringShutdown(req *rpc.Request) bool {
+	return req.Method == protocol.MethodLoginPtyClose || req.Method == protocol.MethodDuplexChannelClose
+}
+
 // leadingStringMember returns the string member key of a JSON object,
 // reading members only until it is found: the host puts the ids before the
 // data, so a write's payload is not scanned on the read goroutine.
@@ -147,7 +155,9 @@ func (w *Worker) terminalSandbox(ctx context.Context, companyID, environmentID, 
 	}
 	if known, ok := w.leases.findByProviderLeaseID(leaseID, companyID, environmentID); ok {
 		if known.closed {
-			return nil, nil, &errLeaseInactive{leaseID}
+			// Released, stopped or destroyed: the plugin's teardown evicted
+			// the handle its terminals are found by.
+			return nil, nil, errors.New(notFound)
 		}
 		client, err := w.clientFor(known.sc.config, known.sc.apiKey, known.sc.account)
 		if err != nil {
@@ -208,7 +218,8 @@ func (w *Worker) terminalClients() []*daytona.Client {
 
 // openTerminal resolves the lease's sandbox and runs open on it, as
 // activity on the lease when the worker knows it (so a teardown waits for
-// the open, and a closed lease refuses it).
+// the open, and a closed lease refuses it with notFound, the plugin's
+// message once a teardown has evicted the handle).
 func (w *Worker) openTerminal(ctx context.Context, companyID, environmentID, leaseID, notFound string,
 	open func(ctx context.Context, tb *daytona.Toolbox) (*pty.Opening, error)) (*pty.Opening, error) {
 	tb, sc, err := w.terminalSandbox(ctx, companyID, environmentID, leaseID, notFound)
@@ -224,6 +235,11 @@ func (w *Worker) openTerminal(ctx context.Context, companyID, environmentID, lea
 		op, err = open(ctx, tb)
 		return nil, err
 	})
+	if inactive := (*errLeaseInactive)(nil); errors.As(err, &inactive) {
+		// A teardown closed the lease meanwhile: the plugin would find no
+		// cached handle either.
+		return nil, errors.New(notFound)
+	}
 	return op, err
 }
 

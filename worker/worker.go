@@ -88,7 +88,7 @@ type Worker struct {
 // configState mirrors the SDK's single-tenant configChanged guard.
 type configState struct {
 	current   json.RawMessage
-	companyID *string
+	companyID *companyID
 }
 
 // New returns a Worker that talks to the host through host.
@@ -257,11 +257,12 @@ func isListed(method string) bool {
 	return false
 }
 
-func (w *Worker) initialize(ctx context.Context, raw json.RawMessage) (any, error) {
-	var params protocol.InitializeParams
-	if err := decodeParams(protocol.MethodInitialize, raw, &params); err != nil {
-		return nil, err
-	}
+// initialize answers the host's first call. The runtime reads
+// params.manifest, params.config and params.databaseNamespace without
+// checking their types, and this plugin uses none of them, so params of any
+// shape initialize: a worker that refused a member it never reads (an
+// instanceInfo field, an apiVersion of another type) would never start.
+func (w *Worker) initialize(ctx context.Context, _ json.RawMessage) (any, error) {
 	w.mu.Lock()
 	if w.initialized {
 		w.mu.Unlock()

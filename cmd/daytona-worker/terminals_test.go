@@ -358,9 +358,12 @@ func TestReleaseClosesTheLeaseTerminals(t *testing.T) {
 	// The host's close after the teardown still gets the bound session.
 	h.closeDuplex(d)
 	h.closeLogin(lg)
-	// The released lease takes no new terminal.
+	// The released lease takes no new terminal: its handle is gone, as in
+	// the plugin, whose teardown evicts it.
 	_, rep = h.openDuplex(l, "cat")
-	assert.Equal(t, fmt.Sprintf("Daytona sandbox lease %s is no longer active.", l.id), errMessage(rep))
+	assert.Equal(t, "Daytona duplex channel: no cached sandbox resolves the provider lease.", errMessage(rep))
+	_, rep = h.openLogin(l, "claude", newSessionHome(t))
+	assert.Equal(t, "Daytona login pseudo-terminal: no cached sandbox resolves the provider lease.", errMessage(rep))
 	// The other lease's channel is untouched.
 	keep.write([]byte("still here"))
 	keep.waitBytes(10)
@@ -447,6 +450,58 @@ func TestShutdownEndsEveryTerminal(t *testing.T) {
 	assertNoProcessWith(t, token)
 	assert.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
 	// The worker is gone; a fresh one cleans the sandbox up.
+	h2 := startHost(t, hostOptions{})
+	finish(t, h2, env, l)
+}
+
+// TestClosesAreAcknowledgedWhileTheShutdownDrains: the host retires (kills)
+// a worker that does not acknowledge the close of a login PTY or a duplex
+// channel, and it may close one while it stops the worker (a login that
+// just ended, a run torn down). Those closes are answered during the drain,
+// as the official runtime serves requests while its shutdown hook runs, so
+// the drain (here held by a command in flight) is not cut short.
+func TestClosesAreAcknowledgedWhileTheShutdownDrains(t *testing.T) {
+	t.Parallel()
+	env, h, l := terminalLease(t, "")
+	lg, rep := h.openLogin(l, "claude", newSessionHome(t))
+	require.Nil(t, rep.Error)
+	lg.waitText("Paste code here")
+	d, rep := h.openDuplex(l, "cat")
+	require.Nil(t, rep.Error)
+	token := uniqueSleep(30)
+	running, inv := h.start(l, cmdSpec{command: "sleep", args: []string{token}})
+	require.True(t, eventually(30*time.Second, func() bool { return len(processesWith(token)) > 0 }), "the command runs")
+
+	h.mu.Lock()
+	lg.state = "closed"
+	delete(h.terms.logins, lg.id)
+	bound := d.sid
+	delete(h.terms.live, pairKey(d.id, d.sid))
+	h.terms.tombstones[pairKey(d.id, d.sid)] = true
+	d.state = "closed"
+	h.mu.Unlock()
+	ps := h.send(request{method: "shutdown", params: map[string]any{}},
+		request{method: "loginPtyClose", params: map[string]any{"hostRouteId": lg.id}},
+		request{method: "duplexChannelClose", params: map[string]any{"hostRouteId": d.id}},
+		request{method: "health", params: map[string]any{}})
+	loginAck := ps[1].waitFor(10 * time.Second)
+	assert.Nil(t, loginAck.Error, "the login close during the drain")
+	assert.Equal(t, map[string]any{"hostRouteId": lg.id}, loginAck.Result)
+	duplexAck := ps[2].waitFor(10 * time.Second)
+	assert.Nil(t, duplexAck.Error, "the duplex close during the drain")
+	assert.Equal(t, map[string]any{"hostRouteId": d.id, "workerSessionId": bound}, duplexAck.Result)
+	assert.Equal(t, "-32000", errCode(ps[3].wait()), "other requests are refused while the worker shuts down")
+	assert.Nil(t, ps[0].wait().Error, "the shutdown")
+	_ = h.result(running, inv)
+
+	_ = h.stdin.Close()
+	code, err := h.wait()
+	require.NoError(t, err)
+	assert.Equal(t, 0, code)
+	assert.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
+	h.checkTerminals(t)
+	// A fresh worker cleans up (the destroy also ends the command the
+	// shutdown gave up on).
 	h2 := startHost(t, hostOptions{})
 	finish(t, h2, env, l)
 }
