@@ -266,7 +266,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		}
 		res.metadata["getDurationMs"] = getMs
 		res.metadata["cacheHit"] = hit
-		res.maxLineChars, res.log = w.maxMessageChars, w.log
+		res.maxLineChars, res.log = w.lineLimit(), w.log
 		return res, nil
 	})
 	return out, err
@@ -472,7 +472,7 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	}
 
 	// The params encode as protocol.ExecuteLog does, from the output blocks.
-	relay := newLogNotifier(c.w.outputBlocks, func(params any) error {
+	relay := newLogNotifier(c.w.outputBlocks, c.w.lineLimit(), func(params any) error {
 		return c.w.host.Notify(ctx, protocol.NotifyExecuteLog, params)
 	})
 	streamed := c.follow(runCtx, tb, sessionID, dispatched.CmdID, relay, prepared)

@@ -29,27 +29,35 @@ const hugePageSize = 2 << 20
 // The block's bytes may be read only while owner is reachable: slices of
 // the block do not keep owner alive (the collector does not follow pointers
 // outside its heap), so every reader holds owner (see blockBuffer).
-func (l *largeBlocks) block(owner *blockBuffer) []byte {
+//
+// free unmaps the block at once, before owner is unreachable (a stream the
+// result is sure to cut drops a relayed middle, see trimMiddle); the caller
+// must not touch the block after it.
+func (l *largeBlocks) block(owner *blockBuffer) (blk []byte, free func()) {
 	if l == nil {
-		return nil
+		return nil, nil
 	}
 	const size = largeBlockSize + hugePageSize
 	if l.mapped.Add(size) > l.maxMapped {
 		l.mapped.Add(-size)
-		return nil
+		return nil, nil
 	}
 	raw, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
 		l.mapped.Add(-size)
-		return nil
+		return nil, nil
 	}
 	// The head and tail around the aligned block are never touched, so they
 	// cost address space only.
 	skip := (hugePageSize - uintptr(unsafe.Pointer(unsafe.SliceData(raw)))%hugePageSize) % hugePageSize
-	blk := raw[skip : skip+largeBlockSize : skip+largeBlockSize]
+	blk = raw[skip : skip+largeBlockSize : skip+largeBlockSize]
 	_ = syscall.Madvise(blk, syscall.MADV_HUGEPAGE)
-	runtime.AddCleanup(owner, unmapBlock, mappedBlock{raw: raw, from: l})
-	return blk[:0]
+	m := mappedBlock{raw: raw, from: l}
+	cleanup := runtime.AddCleanup(owner, unmapBlock, m)
+	return blk[:0], func() {
+		cleanup.Stop()
+		unmapBlock(m)
+	}
 }
 
 // mappedBlock is a mapping to undo once its owner is unreachable.

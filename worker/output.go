@@ -26,9 +26,13 @@ type blockBuffer struct {
 	blocks [][]byte
 	n      int64
 	large  *largeBlocks // nil: heap blocks only
+	frees  []func()     // for each block, what unmaps it now (nil: a heap block)
 	// escapes is where the relay's notifications found bytes to escape
 	// (empty unless the blocks were relayed): the result copies the rest.
 	escapes escapeMap
+	// trim: a stream the result is sure to cut drops its relayed middle
+	// (see trimMiddle).
+	trim middleTrim
 }
 
 // largeBlocks lends the large blocks of a worker's outputs and counts the
@@ -66,7 +70,9 @@ func (b *blockBuffer) Write(p []byte) (int, error) {
 	written := len(p)
 	for len(p) > 0 {
 		if len(b.blocks) == 0 || len(b.blocks[len(b.blocks)-1]) == cap(b.blocks[len(b.blocks)-1]) {
-			b.blocks = append(b.blocks, b.newBlock(len(p)))
+			blk, free := b.newBlock(len(p))
+			b.blocks = append(b.blocks, blk)
+			b.frees = append(b.frees, free)
 		}
 		last := &b.blocks[len(b.blocks)-1]
 		n := min(cap(*last)-len(*last), len(p))
@@ -77,19 +83,20 @@ func (b *blockBuffer) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// newBlock makes the next block for a write of n bytes.
-func (b *blockBuffer) newBlock(n int) []byte {
+// newBlock makes the next block for a write of n bytes, and what frees a
+// large block at once (nil for a heap block).
+func (b *blockBuffer) newBlock(n int) ([]byte, func()) {
 	switch {
 	case len(b.blocks) == 0 && n < outputBlockSize:
 		// Most commands print little: start small.
-		return make([]byte, 0, max(n, 4096))
+		return make([]byte, 0, max(n, 4096)), nil
 	case b.n < largeOutput:
-		return make([]byte, 0, outputBlockSize)
+		return make([]byte, 0, outputBlockSize), nil
 	}
-	if blk := b.large.block(b); blk != nil {
-		return blk
+	if blk, free := b.large.block(b); blk != nil {
+		return blk, free
 	}
-	return make([]byte, 0, outputBlockSize)
+	return make([]byte, 0, outputBlockSize), nil
 }
 
 func (b *blockBuffer) Len() int64 { return b.n }

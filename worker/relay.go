@@ -28,6 +28,9 @@ const maxPendingLogBytes = 8 << 20
 // written), so relaying costs no copy and no garbage per byte.
 type logRelay struct {
 	deliver func(stream int, chunk [][]byte) error
+	// limit is the most UTF-16 units the result can carry (see trimMiddle);
+	// 0 keeps all of the output.
+	limit int64
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -67,8 +70,10 @@ func newLogRelay(send func(stream, chunk string) error) *logRelay {
 
 // newLogNotifier relays execute.log notifications to notify, whose params
 // (an rpc.JSONStreamer) encode the chunk straight from the output blocks;
-// large outputs are held in blocks from large (nil: the heap's).
-func newLogNotifier(large *largeBlocks, notify func(params any) error) *logRelay {
+// large outputs are held in blocks from large (nil: the heap's), and a
+// stream sure to be longer than a result of limit UTF-16 units can carry
+// drops its relayed middle.
+func newLogNotifier(large *largeBlocks, limit int64, notify func(params any) error) *logRelay {
 	var r *logRelay
 	var sent [2]int64 // sender only: each stream's bytes handed to notify
 	r = startLogRelay(func(stream int, chunk [][]byte) error {
@@ -78,6 +83,7 @@ func newLogNotifier(large *largeBlocks, notify func(params any) error) *logRelay
 			escapes: &r.out[stream].escapes, at: at})
 	})
 	r.out[0].large, r.out[1].large = large, large
+	r.limit = limit
 	return r
 }
 
@@ -156,6 +162,11 @@ func (r *logRelay) run() {
 		}
 		r.mu.Lock()
 		r.spare = batch[:0]
+		if r.limit > 0 {
+			// The host has had everything before r.next.
+			r.out[0].trimMiddle(r.next[0], r.limit)
+			r.out[1].trimMiddle(r.next[1], r.limit)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"unicode/utf8"
 	"unsafe"
@@ -90,13 +91,21 @@ func shareBudget(a, b, budget int64) (int64, int64) {
 // at most one unit, any other at most six (\u0003), and the escape map says
 // how many of each the relay found.
 func (b *blockBuffer) maxJSONUnits() int64 {
+	if b.holed() {
+		return math.MaxInt64 / 4 // no longer known, and past any budget
+	}
 	covered, specials := b.escapes.bound()
 	return 2 + (covered - specials) + 6*specials + 6*(b.n-covered)
 }
 
 // jsonUnits counts the UTF-16 code units of the buffer as a JSON string,
-// quotes included (the host measures a line in JavaScript characters).
+// quotes included (the host measures a line in JavaScript characters). Of
+// an output whose middle was dropped it returns a lower bound, past the
+// limit the middle was dropped for.
 func (b *blockBuffer) jsonUnits() int64 {
+	if b.holed() {
+		return 2 + b.trim.lowSum
+	}
 	s := b.scanner(0)
 	return 2 + s.advance(b.n, 1<<62)
 }
@@ -114,24 +123,35 @@ func (b *blockBuffer) cutTo(allowance, total int64, stream string, limit int64) 
 	headUnits := keep / 2
 	tailUnits := keep - headUnits
 
+	// Of an output whose middle was dropped, the start and the end come
+	// from the blocks kept on either side of it.
+	headEnd, tailFrom := b.n, int64(0)
+	if b.holed() {
+		headEnd, tailFrom = b.holeSpan()
+	}
 	s := b.scanner(0)
-	s.advance(b.n, headUnits)
+	s.advance(headEnd, headUnits)
 	head := s.pos
 	// End the start at a line break in its second half, if there is one.
 	if nl := b.lastIndexByte('\n', head/2, head); nl >= 0 {
 		head = nl + 1
 	}
-	// The end starts where at most tailUnits are left: past the first
-	// position at which what comes before takes body-tailUnits or more.
-	before := b.scanner(0).advance(head, 1<<62)
-	s = b.scanner(head)
-	target := (total - 2) - tailUnits
-	used := before + s.advance(b.n, target-before)
-	if used < target && s.pos < b.n {
-		_, units := s.step()
-		used += int64(units)
+	var tail int64
+	if b.holed() {
+		tail = b.tailFrom(tailFrom, tailUnits)
+	} else {
+		// The end starts where at most tailUnits are left: past the first
+		// position at which what comes before takes body-tailUnits or more.
+		before := b.scanner(0).advance(head, 1<<62)
+		s = b.scanner(head)
+		target := (total - 2) - tailUnits
+		used := before + s.advance(b.n, target-before)
+		if used < target && s.pos < b.n {
+			_, units := s.step()
+			used += int64(units)
+		}
+		tail = max(s.pos, head)
 	}
-	tail := max(s.pos, head)
 	// Start the end after a line break in its first half, if there is one.
 	if nl := b.indexByte('\n', tail, tail+(b.n-tail)/2); nl >= 0 {
 		tail = nl + 1
@@ -141,6 +161,31 @@ func (b *blockBuffer) cutTo(allowance, total int64, stream string, limit int64) 
 		note = "\n" + note // the note is a line of its own
 	}
 	return outputCut{head: head, tail: tail, note: note}
+}
+
+// tailFrom returns where the end of an output whose middle was dropped
+// starts for it to take at most units: in the blocks kept after the hole,
+// which begin at from, on the first character that begins there (the hole
+// may have cut one).
+func (b *blockBuffer) tailFrom(from, units int64) int64 {
+	c := b.cursorAt(from)
+	for k := 0; k < utf8.UTFMax-1 && from < b.n; k++ {
+		p := b.next(&c, 1)
+		if p == nil || p[0]&0xC0 != 0x80 {
+			break
+		}
+		from++
+	}
+	kept := b.scanner(from).advance(b.n, 1<<62)
+	if kept <= units {
+		return from
+	}
+	s := b.scanner(from)
+	target := kept - units
+	if used := s.advance(b.n, target); used < target && s.pos < b.n {
+		s.step()
+	}
+	return s.pos
 }
 
 // cutNote is the line a cut output carries where bytes were left out.
@@ -196,10 +241,17 @@ func (e *jsonStringWriter) writeRange(b *blockBuffer, from, to int64) error {
 	return e.finish()
 }
 
-// cursorAt returns the cursor at byte offset off.
+// cursorAt returns the cursor at byte offset off (an offset in a dropped
+// middle: the first byte kept after it).
 func (b *blockBuffer) cursorAt(off int64) blockCursor {
 	for i, blk := range b.blocks {
-		if off <= int64(len(blk)) {
+		if i == b.trim.from && b.holed() {
+			if off < b.trim.bytes {
+				return blockCursor{blk: b.trim.to}
+			}
+			off -= b.trim.bytes
+		}
+		if blk != nil && off <= int64(len(blk)) {
 			return blockCursor{blk: i, off: int(off)}
 		}
 		off -= int64(len(blk))

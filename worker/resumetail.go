@@ -33,6 +33,11 @@ func (r *logRelay) unstreamedTail(stream int, snapshot string) (string, bool) {
 	defer r.mu.Unlock()
 	b := &r.out[stream]
 	defer runtime.KeepAlive(b)
+	if b.holed() {
+		// The middle is gone: nothing shows where the snapshot goes on
+		// (and the result cannot carry a tail from it past its limit).
+		return "", false
+	}
 	for _, form := range []snapshotForm{formVerbatim, formPerByte} {
 		m := snapshotMatcher{snap: snapshot, form: form}
 		for _, blk := range b.blocks {

@@ -116,6 +116,14 @@ func New(host Host, opts Options) *Worker {
 	return w
 }
 
+// lineLimit is the longest line the host reads (Options.MaxMessageChars).
+func (w *Worker) lineLimit() int64 {
+	if w.maxMessageChars > 0 {
+		return w.maxMessageChars
+	}
+	return DefaultMaxMessageChars
+}
+
 // Handle implements rpc.Handler: it routes one request to its method.
 func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 	// Daytona requests wait for a free slot oldest host request first, so

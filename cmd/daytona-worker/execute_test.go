@@ -1405,6 +1405,36 @@ func TestExecuteResultFitsTheHostsLineLimit(t *testing.T) {
 	assert.Contains(t, p.stderr.String(), "an execute result is cut to the start and the end of its output")
 }
 
+// TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit: the result of a
+// command that prints far more than the host reads in one message carries
+// only the start and the end of it, so the worker drops the middle once
+// execute.log has carried it instead of holding it all until the end.
+func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	env := startEmulator(t, emulator.Options{})
+	p := startWorker(t, []string{"DAYTONA_WORKER_MAX_MESSAGE_CHARS=" + strconv.Itoa(limit)})
+	h := newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, hostOptions{hashResults: true, meterLines: true})
+	l := h.acquire(leaseConfig(env, ""))
+	line := "a line of output that a runaway loop prints again and again and again and again and again\n"
+	size := len(line) * (96_000_000 / len(line)) // whole lines
+	before := procRSS(t, p.cmd.Process.Pid, "VmRSS:")
+	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf("yes '%s' | head -c %d", strings.TrimSuffix(line, "\n"), size)}})
+	peak := procRSS(t, p.cmd.Process.Pid, "VmHWM:")
+	requireResult(t, r)
+	assert.Equal(t, "0", r.exit())
+	full := strings.Repeat(line, size/len(line))
+	assert.Equal(t, int64(size), r.Log.outHash.n, "execute.log carried all of it")
+	assert.Equal(t, digestOf([]byte(full)), r.Log.outHash.sum())
+	require.NotNil(t, r.StdoutSum)
+	assert.Less(t, r.StdoutSum.N, int64(limit), "the result carries a part")
+	assert.True(t, strings.HasPrefix(full, r.StdoutSum.Head), "the result starts as the output does: %.60q", r.StdoutSum.Head)
+	t.Logf("worker RSS %.1f MiB before, peak %.1f MiB for %d MB of output", before, peak, size/1_000_000)
+	assert.Less(t, peak-before, 56.0, "the worker held the whole output")
+	assert.LessOrEqual(t, h.meter.longest.Load(), int64(limit))
+	finish(t, h, env, l)
+}
+
 // ---- 7. many executes at once ----
 
 func TestExecuteFiftyAtOnceOnFiveLeases(t *testing.T) {

@@ -1,0 +1,194 @@
+package worker
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/protocol"
+)
+
+func TestLowUnitsIsALowerBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := range 500 {
+		p := randomOutput(rng, rng.IntN(80))
+		b := splitBlocks(rng, p)
+		low := lowUnits(p)
+		assert.LessOrEqual(t, low+2, b.jsonUnits(), "case %d: %q", i, p)
+		want := int64(0)
+		for _, c := range p {
+			if c&0xC0 != 0x80 {
+				want++
+			}
+		}
+		assert.Equal(t, want, low, "case %d: the bytes that are no continuation bytes", i)
+	}
+}
+
+// relayOutput sends data through a relay whose result is limited to limit
+// units, 64 KiB at a time, and returns the relay (closed) and what its
+// execute.log notifications carried.
+func relayOutput(t *testing.T, large *largeBlocks, limit int64, data []byte) (*logRelay, string) {
+	t.Helper()
+	var mu sync.Mutex
+	var streamed strings.Builder
+	r := newLogNotifier(large, limit, func(params any) error {
+		var buf bytes.Buffer
+		if err := params.(*logChunk).WriteJSON(&buf); err != nil {
+			return err
+		}
+		var got protocol.ExecuteLog
+		if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		streamed.WriteString(got.Chunk)
+		return nil
+	})
+	w := r.stream(0)
+	for p := data; len(p) > 0; {
+		n := min(len(p), 64<<10)
+		_, _ = w.Write(p[:n])
+		p = p[n:]
+	}
+	r.close()
+	return r, streamed.String()
+}
+
+// decodeAsResult is how the host reads bytes of output in a result.
+func decodeAsResult(t *testing.T, p []byte) string {
+	t.Helper()
+	var s string
+	require.NoError(t, json.Unmarshal([]byte(encodeCut(t, textBuffer(string(p)), outputCut{})), &s))
+	return s
+}
+
+func TestTrimMiddleHoldsWhatTheResultCanCarry(t *testing.T) {
+	t.Parallel()
+	// A limit of a few blocks, so that what is kept at each end matters.
+	const limit = 4 << 20
+	lines := func(size int) []byte {
+		var b bytes.Buffer
+		for i := 0; b.Len() < size; i++ {
+			fmt.Fprintf(&b, "line %07d of a command that does not stop printing\n", i)
+		}
+		return b.Bytes()
+	}
+	wide := func(size int) []byte {
+		return bytes.Repeat([]byte("中文字符输出😀\n"), size/30)
+	}
+	mixed := func(size int) []byte {
+		rng := rand.New(rand.NewPCG(7, 8))
+		var b bytes.Buffer
+		for b.Len() < size {
+			b.Write(randomOutput(rng, 100))
+		}
+		return b.Bytes()
+	}
+	tests := []struct {
+		name    string
+		data    []byte
+		trimmed bool
+	}{
+		{name: "lines", data: lines(32 << 20), trimmed: true},
+		{name: "wide characters", data: wide(32 << 20), trimmed: true},
+		{name: "ill-formed and escaped", data: mixed(32 << 20), trimmed: true},
+		// Three bytes a character: more bytes than the limit, fewer
+		// characters, so it fits whole and nothing may be dropped.
+		{name: "wide characters that fit", data: bytes.Repeat([]byte("中文字符"), (3*limit/4)/4), trimmed: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, streamed := relayOutput(t, nil, limit, tt.data)
+			b := &r.out[0]
+			assert.Equal(t, decodeAsResult(t, tt.data), streamed, "execute.log carried all of it")
+			require.Equal(t, tt.trimmed, b.holed(), "the middle is dropped")
+			assert.Equal(t, int64(len(tt.data)), b.Len())
+			held := 0
+			for _, blk := range b.blocks {
+				held += len(blk)
+			}
+			if tt.trimmed {
+				// The kept start and end (a few 1 MiB blocks), and the
+				// last batch relayed, at most maxPendingLogBytes.
+				assert.Less(t, held, limit+6*outputBlockSize+maxPendingLogBytes, "held of %d", len(tt.data))
+			} else {
+				assert.Equal(t, len(tt.data), held)
+			}
+
+			res := &execResult{exitCode: intPtr(0), stdout: outputText{blocks: b}, stderr: outputText{text: "done\n"}, maxLineChars: limit}
+			var line bytes.Buffer
+			require.NoError(t, res.WriteJSON(&line))
+			// The same output held whole makes the same result: what was
+			// dropped is what the cut leaves out anyway.
+			untrimmed, _ := relayOutput(t, nil, 0, tt.data)
+			require.False(t, untrimmed.out[0].holed())
+			wholeRes := &execResult{exitCode: intPtr(0), stdout: outputText{blocks: &untrimmed.out[0]}, stderr: outputText{text: "done\n"}, maxLineChars: limit}
+			var wholeLine bytes.Buffer
+			require.NoError(t, wholeRes.WriteJSON(&wholeLine))
+			assert.True(t, bytes.Equal(wholeLine.Bytes(), line.Bytes()), "the result is the one the whole output makes")
+			assert.LessOrEqual(t, jsUnits(line.String()), int64(limit-envelopeReserve), "the result fits the host's line")
+			var got protocol.ExecuteResult
+			require.NoError(t, json.Unmarshal(line.Bytes(), &got))
+			assert.Equal(t, "done\n", got.Stderr)
+			if !tt.trimmed {
+				assert.Equal(t, decodeAsResult(t, tt.data), got.Stdout)
+				return
+			}
+			// The cut WriteJSON made, planned again as it plans it.
+			fixed := int64(len(`{"exitCode":0,"timedOut":false,"stdout":`) + len(`,"stderr":`) + len("}") + envelopeReserve)
+			cut, errCut := fitOutputs(b, textBuffer("done\n"), limit-fixed, limit)
+			require.True(t, errCut.whole())
+			require.False(t, cut.whole())
+			whole := decodeAsResult(t, tt.data)
+			head, tail := decodeAsResult(t, tt.data[:cut.head]), decodeAsResult(t, tt.data[cut.tail:])
+			assert.Equal(t, head+cut.note+tail, got.Stdout, "the start, a note, the end")
+			assert.True(t, strings.HasPrefix(whole, head), "the start is the output's")
+			assert.True(t, strings.HasSuffix(whole, tail), "the end is the output's")
+			assert.Contains(t, cut.note, fmt.Sprintf("[daytona-worker: %d bytes of stdout left out here", cut.tail-cut.head))
+			hs, he := b.holeSpan()
+			assert.LessOrEqual(t, cut.head, hs, "the start is from the blocks kept before the hole")
+			assert.GreaterOrEqual(t, cut.tail, he, "the end is from the blocks kept after it")
+			assert.Greater(t, jsUnits(got.Stdout), int64(limit/4), "the room is used")
+		})
+	}
+}
+
+func TestTrimMiddleUnmapsLargeBlocks(t *testing.T) {
+	t.Parallel()
+	large := &largeBlocks{maxMapped: 1 << 30}
+	data := bytes.Repeat([]byte(strings.Repeat("x", 99)+"\n"), (96<<20)/100)
+	r, _ := relayOutput(t, large, 1<<20, data)
+	require.True(t, r.out[0].holed())
+	if large.mapped.Load() == 0 {
+		t.Skip("no large blocks on this system")
+	}
+	// The kept end and the last batch: a few blocks of 8 MiB, not twelve.
+	assert.LessOrEqual(t, large.mapped.Load(), int64(4*(largeBlockSize+hugePageSize)), "the dropped middle is unmapped")
+}
+
+// TestTailFromStartsOnACharacter: the hole may end inside a character (the
+// blocks are cut by size); the kept end then starts after its remains.
+func TestTailFromStartsOnACharacter(t *testing.T) {
+	b := &blockBuffer{blocks: [][]byte{[]byte("start\xe4"), nil, []byte("\xb8\xadend")}, n: 6 + 100 + 6}
+	b.frees = make([]func(), 3)
+	b.trim = middleTrim{from: 1, to: 2, bytes: 100}
+	start, end := b.holeSpan()
+	assert.Equal(t, int64(6), start)
+	assert.Equal(t, int64(106), end)
+	assert.Equal(t, int64(108), b.tailFrom(end, 1000), "after the two continuation bytes")
+	assert.Equal(t, int64(110), b.tailFrom(end, 1), "one unit: the last byte")
+	c := b.cursorAt(50)
+	assert.Equal(t, blockCursor{blk: 2}, c, "an offset in the hole is the first byte after it")
+	c = b.cursorAt(108)
+	assert.Equal(t, []byte("end"), b.next(&c, 10))
+}
