@@ -124,7 +124,8 @@ func (b *blockBuffer) trimMiddle(sent blockCursor, limit int64) {
 		blk := b.blocks[t.to]
 		t.bytes += int64(len(blk))
 		b.blocks[t.to] = nil
-		if free := b.frees[t.to]; free != nil {
+		if t.to < len(b.frees) && b.frees[t.to] != nil {
+			free := b.frees[t.to]
 			b.frees[t.to] = nil
 			free()
 		}
