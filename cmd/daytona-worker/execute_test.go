@@ -1430,7 +1430,11 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 	assert.Less(t, r.StdoutSum.N, int64(limit), "the result carries a part")
 	assert.True(t, strings.HasPrefix(full, r.StdoutSum.Head), "the result starts as the output does: %.60q", r.StdoutSum.Head)
 	t.Logf("worker RSS %.1f MiB before, peak %.1f MiB for %d MB of output", before, peak, size/1_000_000)
-	assert.Less(t, peak-before, 56.0, "the worker held the whole output")
+	if !raceEnabled {
+		// (The race detector's shadow memory grows with what is touched;
+		// make test runs this suite again on a build without it.)
+		assert.Less(t, peak-before, 56.0, "the worker held the whole output")
+	}
 	assert.LessOrEqual(t, h.meter.longest.Load(), int64(limit))
 	finish(t, h, env, l)
 }
