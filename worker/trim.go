@@ -106,6 +106,9 @@ func (b *blockBuffer) trimMiddle(sent blockCursor, limit int64) {
 			return
 		}
 		t.from, t.to = t.headEnd, t.headEnd
+		// The result will not read the map (a cut escapes what it keeps),
+		// and it would go on growing with the output.
+		b.escapes.drop()
 	}
 	// The kept end starts where the measured blocks after it (and the one
 	// still being written) reach half the limit, plus one block.

@@ -112,6 +112,9 @@ func TestTrimMiddleHoldsWhatTheResultCanCarry(t *testing.T) {
 			b := &r.out[0]
 			assert.Equal(t, decodeAsResult(t, tt.data), streamed, "execute.log carried all of it")
 			require.Equal(t, tt.trimmed, b.holed(), "the middle is dropped")
+			if tt.trimmed {
+				assert.True(t, b.escapes.dropped, "the escape map, which grows with the output, is dropped too")
+			}
 			assert.Equal(t, int64(len(tt.data)), b.Len())
 			held := 0
 			for _, blk := range b.blocks {
