@@ -82,7 +82,7 @@ func TestRelayOfMappedOutputIsExactUnderCollection(t *testing.T) {
 	seed := maphash.MakeSeed()
 	var streamed maphash.Hash
 	streamed.SetSeed(seed)
-	r := newLogNotifier(large, 0, func(params any) error {
+	r := newLogNotifier(large, relayLimits{}, func(params any) error {
 		var enc bytes.Buffer
 		if err := params.(*logChunk).WriteJSON(&enc); err != nil {
 			return err

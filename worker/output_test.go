@@ -238,7 +238,7 @@ func TestRelayHoldsOutputOnceWhateverItsEscaping(t *testing.T) {
 	var mu sync.Mutex
 	var joined strings.Builder
 	chunks := 0
-	r := newLogNotifier(nil, 0, func(params any) error {
+	r := newLogNotifier(nil, relayLimits{}, func(params any) error {
 		var buf bytes.Buffer
 		if err := params.(*logChunk).WriteJSON(&buf); err != nil {
 			return err
@@ -401,7 +401,7 @@ func TestIllFormedUTF8ReplacedAsNodeDecodes(t *testing.T) {
 				assert.Equal(t, tt.want, got, "result of %q cut at %d, %d", tt.in, i, j)
 
 				var joined strings.Builder
-				r := newLogNotifier(nil, 0, func(params any) error {
+				r := newLogNotifier(nil, relayLimits{}, func(params any) error {
 					var buf bytes.Buffer
 					require.NoError(t, params.(*logChunk).WriteJSON(&buf))
 					var got protocol.ExecuteLog

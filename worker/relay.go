@@ -3,6 +3,7 @@ package worker
 import (
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -68,23 +69,101 @@ func newLogRelay(send func(stream, chunk string) error) *logRelay {
 	})
 }
 
+// relayLimits are the host's bounds a relay keeps to, in UTF-16 units
+// (zero: none).
+type relayLimits struct {
+	// result is the most a result can carry: a stream sure to be longer
+	// drops its relayed middle (see trimMiddle).
+	result int64
+	// streamed is the most of one execute's output the host takes in
+	// execute.log (see logCap).
+	streamed int64
+}
+
 // newLogNotifier relays execute.log notifications to notify, whose params
 // (an rpc.JSONStreamer) encode the chunk straight from the output blocks;
-// large outputs are held in blocks from large (nil: the heap's), and a
-// stream sure to be longer than a result of limit UTF-16 units can carry
-// drops its relayed middle.
-func newLogNotifier(large *largeBlocks, limit int64, notify func(params any) error) *logRelay {
+// large outputs are held in blocks from large (nil: the heap's).
+func newLogNotifier(large *largeBlocks, limits relayLimits, notify func(params any) error) *logRelay {
 	var r *logRelay
-	var sent [2]int64 // sender only: each stream's bytes handed to notify
+	var sent [2]int64 // sender only: each stream's bytes handed to deliver
+	quota := logCap{limit: limits.streamed}
 	r = startLogRelay(func(stream int, chunk [][]byte) error {
-		at := sent[stream]
-		sent[stream] += int64(runLen(chunk))
+		before := sent
+		n := int64(runLen(chunk))
+		sent[stream] += n
+		if !quota.admit(r, chunk, n, before) {
+			return nil // the host would drop it; the escape map stops here
+		}
 		return notify(&logChunk{stream: streamNames[stream], chunk: chunk, scratch: &r.scratch,
-			escapes: &r.out[stream].escapes, at: at})
+			escapes: &r.out[stream].escapes, at: before[stream]})
 	})
 	r.out[0].large, r.out[1].large = large, large
-	r.limit = limit
+	r.limit = limits.result
 	return r
+}
+
+// logCap keeps the host's bound of what one execute streams: the host adds
+// up the characters (UTF-16 units) of the execute.log chunks it takes and
+// drops any chunk that would take the sum past MAX_EXECUTE_LOG_TOTAL_CHARS
+// (128 Mi), unparsed for the run log but parsed as a line first. A command
+// printing without end would have the host parse, and drop, all it prints:
+// the host's one JavaScript thread, which serves all of Paperclip, busy for
+// as long as the command runs. So the relay sends only the chunks the host
+// takes. It counts nothing while the bytes sent (never fewer than their
+// units) are within the bound; once they may not be, it counts what was
+// sent, then each chunk.
+type logCap struct {
+	limit     int64 // 0: no bound
+	exact     bool  // delivered is counted (the bytes sent neared the limit)
+	delivered int64 // units of the chunks the host took, once exact
+}
+
+// admit reports whether the host takes a chunk of n bytes, the first
+// before bytes of each stream having been sent already. Only the relay's
+// sender calls it.
+func (c *logCap) admit(r *logRelay, chunk [][]byte, n int64, before [2]int64) bool {
+	if c.limit <= 0 {
+		return true
+	}
+	if !c.exact {
+		if before[0]+before[1]+n <= c.limit {
+			return true
+		}
+		units, ok := r.sentUnits(before)
+		if !ok {
+			c.limit = 0 // cannot be counted any more: send all, as the plugin does
+			return true
+		}
+		c.exact, c.delivered = true, units
+	}
+	units := textUnits(&blockBuffer{blocks: chunk, n: n}, n)
+	if c.delivered+units > c.limit {
+		return false
+	}
+	c.delivered += units
+	return true
+}
+
+// sentUnits counts the UTF-16 units of the output already sent, the first
+// sent bytes of each stream (false once a stream dropped its middle, which
+// the limits make rare: it takes a stream past the line limit, which is not
+// below the streamed one). The bytes sent never change, so only the list of
+// blocks is read under the lock.
+func (r *logRelay) sentUnits(sent [2]int64) (int64, bool) {
+	var units int64
+	for i := range r.out {
+		r.mu.Lock()
+		b := &r.out[i]
+		if b.holed() {
+			r.mu.Unlock()
+			return 0, false
+		}
+		view := &blockBuffer{blocks: slices.Clone(b.blocks), n: b.n}
+		r.mu.Unlock()
+		units += textUnits(view, sent[i])
+		runtime.KeepAlive(b)
+	}
+	return units, true
 }
 
 // startLogRelay returns a relay whose sender starts with the first output:

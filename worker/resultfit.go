@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +19,12 @@ import (
 // that the call it answers waits out its whole timeout (the command's own
 // plus 30 s, up to 15 minutes) and then fails as timed out.
 const DefaultMaxMessageChars = 128 << 20
+
+// DefaultMaxStreamedChars is the most of one execute's output the host
+// takes in execute.log notifications, in UTF-16 code units:
+// MAX_EXECUTE_LOG_TOTAL_CHARS in plugin-worker-manager.js, past which it
+// drops further chunks.
+const DefaultMaxStreamedChars = 128 << 20
 
 // envelopeReserve is what a result line may spend outside the result
 // itself: {"jsonrpc":"2.0","id":…,"result":…} with the host's numeric id,
@@ -374,6 +381,54 @@ func (s *runeScanner) advance(end, budget int64) int64 {
 	}
 	runtime.KeepAlive(s.b)
 	return used
+}
+
+// textUnits counts the UTF-16 units of the first n bytes of b as the host
+// decodes them (a JavaScript string's length): two for a character outside
+// the Basic Multilingual Plane, one for any other and for each maximal
+// subpart of ill-formed UTF-8 (one U+FFFD). n ends on a rune boundary.
+func textUnits(b *blockBuffer, n int64) int64 {
+	s := b.scanner(0)
+	var units int64
+	for s.pos < n {
+		p := s.window()
+		if p == nil {
+			break
+		}
+		p = p[:min(int64(len(p)), n-s.pos)]
+		if k := asciiPrefix(p); k > 0 {
+			s.skip(k)
+			units += int64(k)
+			continue
+		}
+		r, size := utf8.DecodeRune(p)
+		switch {
+		case r == utf8.RuneError && size == 1:
+			size, _ = utf8text.IllFormed(p)
+			units++
+		case size == utf8.UTFMax:
+			units += 2
+		default:
+			units++
+		}
+		s.skip(size)
+	}
+	runtime.KeepAlive(b)
+	return units
+}
+
+// asciiPrefix returns how many leading bytes of p are ASCII, eight at a time.
+func asciiPrefix(p []byte) int {
+	const highs = 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(p); i += 8 {
+		if binary.LittleEndian.Uint64(p[i:])&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(p) && p[i] < utf8.RuneSelf; i++ {
+	}
+	return i
 }
 
 // runeJSONUnits returns the size of the rune (or maximal ill-formed subpart)

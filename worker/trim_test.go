@@ -39,7 +39,7 @@ func relayOutput(t *testing.T, large *largeBlocks, limit int64, data []byte) (*l
 	t.Helper()
 	var mu sync.Mutex
 	var streamed strings.Builder
-	r := newLogNotifier(large, limit, func(params any) error {
+	r := newLogNotifier(large, relayLimits{result: limit}, func(params any) error {
 		var buf bytes.Buffer
 		if err := params.(*logChunk).WriteJSON(&buf); err != nil {
 			return err
@@ -194,4 +194,62 @@ func TestTailFromStartsOnACharacter(t *testing.T) {
 	assert.Equal(t, blockCursor{blk: 2}, c, "an offset in the hole is the first byte after it")
 	c = b.cursorAt(108)
 	assert.Equal(t, []byte("end"), b.next(&c, 10))
+}
+
+func TestTextUnitsCountWhatTheHostDecodes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for i := range 300 {
+		p := randomOutput(rng, rng.IntN(60))
+		b := splitBlocks(rng, p)
+		assert.Equal(t, jsUnits(decodeAsResult(t, p)), textUnits(b, b.n), "case %d: %q", i, p)
+	}
+}
+
+// TestLogCapSendsOnlyWhatTheHostTakes: the host sums the characters of the
+// execute.log chunks it takes and drops a chunk that would take the sum
+// past its bound (a later, smaller one may still fit); the relay sends just
+// those chunks, counting nothing until the bytes sent near the bound.
+func TestLogCapSendsOnlyWhatTheHostTakes(t *testing.T) {
+	const limit = 1000
+	type chunk struct {
+		stream int
+		text   string
+	}
+	chunks := []chunk{
+		{0, strings.Repeat("a", 600)},   // 600 units, taken unread
+		{1, strings.Repeat("中", 100)},   // 300 bytes, 100 units: 900 bytes in all
+		{0, strings.Repeat("é", 225)},   // 450 bytes: counted from here, 700 + 225 units
+		{0, strings.Repeat("b", 100)},   // 1025: dropped
+		{1, strings.Repeat("😀", 15)},    // 30 units: 955
+		{0, strings.Repeat("c", 50)},    // 1005: dropped
+		{0, strings.Repeat("\x01", 45)}, // 45 units (six bytes of JSON each): 1000
+		{1, "d"},                        // 1001: dropped
+	}
+	// What the host does with them all.
+	var want []chunk
+	var took int64
+	for _, c := range chunks {
+		if u := jsUnits(c.text); took+u <= limit {
+			took += u
+			want = append(want, c)
+		}
+	}
+	var got []chunk
+	r := newLogNotifier(nil, relayLimits{streamed: limit}, func(params any) error {
+		var buf bytes.Buffer
+		if err := params.(*logChunk).WriteJSON(&buf); err != nil {
+			return err
+		}
+		var l protocol.ExecuteLog
+		require.NoError(t, json.Unmarshal(buf.Bytes(), &l))
+		got = append(got, chunk{map[string]int{"stdout": 0, "stderr": 1}[l.Stream], l.Chunk})
+		return nil
+	})
+	for _, c := range chunks {
+		// As the sender sees it: the output collected, then handed over.
+		_, _ = r.out[c.stream].Write([]byte(c.text))
+		require.NoError(t, r.deliver(c.stream, [][]byte{[]byte(c.text)}))
+	}
+	assert.Equal(t, want, got)
+	assert.Len(t, got, 5)
 }

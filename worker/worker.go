@@ -48,6 +48,11 @@ type Options struct {
 	// execute result that would be longer carries the start and the end of
 	// its output (see fitOutputs).
 	MaxMessageChars int64
+	// MaxStreamedChars is the most of one execute's output, in UTF-16
+	// units, the host takes in execute.log notifications; zero:
+	// DefaultMaxStreamedChars, the host's own. The worker sends no chunk
+	// the host would drop for it (see logCap).
+	MaxStreamedChars int64
 	// Timing moves the execute path's internal waits (tests shorten them);
 	// the zero value keeps the defaults. The staleness of a cached sandbox
 	// handle is measured on Now.
@@ -64,7 +69,8 @@ type Worker struct {
 	newID  func() string
 	timing Timing
 
-	maxMessageChars int64 // see Options.MaxMessageChars
+	maxMessageChars  int64 // see Options.MaxMessageChars
+	maxStreamedChars int64 // see Options.MaxStreamedChars
 
 	clients   clients
 	leases    *leases
@@ -104,11 +110,11 @@ func New(host Host, opts Options) *Worker {
 	}
 	w := &Worker{
 		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID, timing: opts.Timing.withDefaults(),
-		maxMessageChars: opts.MaxMessageChars,
-		clients:         clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
-		leases:          newLeases(opts.Now),
-		reapers:         newReapers(),
-		creations:       newCreations(),
+		maxMessageChars: opts.MaxMessageChars, maxStreamedChars: opts.MaxStreamedChars,
+		clients:   clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
+		leases:    newLeases(opts.Now),
+		reapers:   newReapers(),
+		creations: newCreations(),
 
 		outputBlocks: &largeBlocks{maxMapped: maxMappedOutput},
 	}
@@ -122,6 +128,15 @@ func (w *Worker) lineLimit() int64 {
 		return w.maxMessageChars
 	}
 	return DefaultMaxMessageChars
+}
+
+// relayLimits are the host's bounds an execute's relay keeps to.
+func (w *Worker) relayLimits() relayLimits {
+	streamed := w.maxStreamedChars
+	if streamed == 0 {
+		streamed = DefaultMaxStreamedChars
+	}
+	return relayLimits{result: w.lineLimit(), streamed: streamed}
 }
 
 // Handle implements rpc.Handler: it routes one request to its method.

@@ -1439,6 +1439,36 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 	finish(t, h, env, l)
 }
 
+// TestExecuteStreamsNoMoreThanTheHostTakes: the host takes 128 Mi
+// characters of one execute's output in execute.log and drops (after
+// parsing) every chunk past that; the worker sends none of those.
+func TestExecuteStreamsNoMoreThanTheHostTakes(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("relays 140 MB")
+	}
+	t.Parallel()
+	const hostCap = 128 << 20
+	env := startEmulator(t, emulator.Options{})
+	h := startHost(t, hostOptions{hashResults: true})
+	l := h.acquire(leaseConfig(env, ""))
+	line := strings.Repeat("z", 99) + "\n"
+	size := 140_000_000
+	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf("yes '%s' | head -c %d", strings.TrimSuffix(line, "\n"), size)}})
+	requireResult(t, r)
+	assert.Equal(t, "0", r.exit())
+	streamed := r.Log.outHash.n // ASCII: a character a byte
+	assert.LessOrEqual(t, streamed, int64(hostCap), "nothing past what the host takes")
+	assert.Greater(t, streamed, int64(hostCap-maxChunkBytes), "all the host takes")
+	full := strings.Repeat(line, size/len(line))
+	assert.Equal(t, digestOf([]byte(full[:streamed])), r.Log.outHash.sum(), "the start of the output, in order")
+	require.NotNil(t, r.StdoutSum)
+	assert.Less(t, r.StdoutSum.N, int64(size), "the result is cut to the host's line")
+	finish(t, h, env, l)
+}
+
+// maxChunkBytes is the largest execute.log chunk the worker sends.
+const maxChunkBytes = 512 << 10
+
 // ---- 7. many executes at once ----
 
 func TestExecuteFiftyAtOnceOnFiveLeases(t *testing.T) {
