@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -797,6 +798,40 @@ func TestSyncDirectoryRoundTrip(t *testing.T) {
 	assert.Empty(t, scratch(t, r.remote), "the sandbox tarball is deleted")
 	assert.Len(t, r.calls("delete"), 1)
 	assert.Empty(t, scratch(t, r.dir), "no staging left beside the target")
+	r.done()
+}
+
+// differences.txt sync-out-owners: a worker running as root restores a
+// sandbox tree as its own, whoever owns it in the sandbox (host GNU tar as
+// root would give it the archive's owners).
+func TestSyncOutKeepsTheWorkersOwnership(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the sandbox files another owner")
+	}
+	r := newSyncRig(t, "")
+	r.sandboxWrite("proj/a.txt", "a", 0o644)
+	r.sandboxWrite("proj/d/b.txt", "b", 0o644)
+	require.NoError(t, os.Symlink("a.txt", r.rpath("proj/l")))
+	require.NoError(t, filepath.Walk(r.rpath("proj"), func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 1234, 2345)
+	}))
+	rep, _ := r.out(op("out", []map[string]any{mapping(r.rpath("proj"), r.hostPath("restored"), "directory")}))
+	r.ok(rep)
+	n := 0
+	require.NoError(t, filepath.Walk(r.hostPath("restored"), func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		assert.Equal(t, [2]uint32{0, 0}, [2]uint32{st.Uid, st.Gid}, "owner of %s", p)
+		n++
+		return nil
+	}))
+	assert.Equal(t, 5, n, "the target, a.txt, d, d/b.txt and l")
 	r.done()
 }
 
