@@ -835,6 +835,39 @@ func TestSyncOutKeepsTheWorkersOwnership(t *testing.T) {
 	r.done()
 }
 
+// A host target below a regular file fails as the plugin's recursive
+// fs.mkdir fails, naming the folder it was asked for (EEXIST when that is
+// the file itself), and leaves nothing behind on either side.
+func TestSyncOutTargetBelowAFile(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	r.sandboxWrite("s.txt", "s", 0o644)
+	r.sandboxWrite("sd/a.txt", "a", 0o644)
+	plain := r.write("plain.txt", "keep", 0o644)
+	tests := []struct {
+		name string
+		m    map[string]any
+		want string
+	}{
+		{"file whose folder is a file", mapping(r.rpath("s.txt"), plain+"/t.txt", "file"),
+			"EEXIST: file already exists, mkdir '" + plain + "'"},
+		{"file below a file", mapping(r.rpath("s.txt"), plain+"/x/t.txt", "file"),
+			"ENOTDIR: not a directory, mkdir '" + plain + "/x'"},
+		{"folder below a file", mapping(r.rpath("sd"), plain+"/restored", "directory"),
+			"ENOTDIR: not a directory, mkdir '" + plain + "/restored'"},
+		{"folder deeper below a file", mapping(r.rpath("sd"), plain+"/x/restored", "directory"),
+			"ENOTDIR: not a directory, mkdir '" + plain + "/x/restored'"},
+	}
+	for _, tt := range tests {
+		rep, _ := r.out(op("op", []map[string]any{tt.m}))
+		assert.Equal(t, tt.want, r.failed(rep), tt.name)
+		assert.Empty(t, scratch(t, r.remote), "%s: the sandbox scratch is removed", tt.name)
+		assert.Empty(t, scratch(t, r.dir), tt.name)
+		assertFile(t, plain, "keep", 0o644)
+	}
+	r.done()
+}
+
 // hostileTar makes the sandbox's tar write archive instead of what it was
 // asked to (a compromised sandbox), for the rest of the rig's life.
 func (r *syncRig) hostileTar(archive []byte) {
