@@ -63,7 +63,14 @@ func validateOut(remoteDir string, ops []Operation) error {
 			if m.TargetPath == "" {
 				return errors.New("Daytona syncOut requires a host target path")
 			}
-			fi, err := os.Stat(m.TargetPath)
+			// A file lands by rename, which replaces a symlink rather than
+			// follow it; a folder is made by a recursive mkdir, which
+			// follows one.
+			stat := os.Stat
+			if m.Kind == KindFile {
+				stat = os.Lstat
+			}
+			fi, err := stat(m.TargetPath)
 			switch {
 			case err != nil:
 			case m.Kind == KindFile && fi.IsDir():

@@ -596,6 +596,32 @@ func TestSyncOutFileBatch(t *testing.T) {
 	r.done()
 }
 
+// A file target that is a symlink is replaced by the file, as the plugin's
+// fs.rename replaces it, whatever it points to (a folder included); the
+// place it pointed to is left alone.
+func TestSyncOutFileReplacesATargetLink(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	r.sandboxWrite("out/a.txt", "from the sandbox", 0o644)
+	folder := r.hostPath("folder")
+	require.NoError(t, os.MkdirAll(folder, 0o755))
+	other := r.write("other.txt", "other", 0o644)
+	for _, link := range []struct{ name, to string }{{"to-folder", folder}, {"to-file", other}, {"dangling", r.hostPath("nowhere")}} {
+		target := r.hostPath(link.name)
+		require.NoError(t, os.Symlink(link.to, target))
+		rep, _ := r.out(op("op", []map[string]any{mapping(r.rpath("out/a.txt"), target, "file")}))
+		assert.Equal(t, []any{opResult("op", 1, 16)}, r.ok(rep), link.name)
+		assertFile(t, target, "from the sandbox", 0)
+	}
+	entries, err := os.ReadDir(folder)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing is written into the folder the link named")
+	assertFile(t, other, "other", 0o644)
+	assertMissing(t, r.hostPath("nowhere"))
+	assert.Empty(t, scratch(t, r.dir))
+	r.done()
+}
+
 // §13.5.18: the guard resolves, confines, re-checks no-symlink and regular
 // file immediately before cp, in one sh -c.
 func TestSyncOutGuardScript(t *testing.T) {
