@@ -69,14 +69,21 @@ const implicitDir byte = 0
 // parents. created is the topmost parent it created, for cleanup.
 func newExtractor(target, stageName string) (x *extractor, created string, err error) {
 	parent := filepath.Dir(target)
+	inside := false
 	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
-		parent = target
+		parent, inside = target, true
 	} else if created, err = mkdirAllTracked(parent); err != nil {
-		return nil, "", nodeFSError("mkdir", parent, pathErrno(err))
+		// The plugin's fs.mkdir(target, {recursive: true}) fails so,
+		// naming the target.
+		return nil, "", nodeFSError("mkdir", target, pathErrno(err))
 	}
 	stage := filepath.Join(parent, stageName)
 	if err := os.Mkdir(stage, 0o777); err != nil {
 		removeCreated(created)
+		if !inside {
+			// Where the plugin would have made the target itself.
+			return nil, "", nodeFSError("mkdir", target, pathErrno(err))
+		}
 		return nil, "", nodeFSError("mkdir", stage, pathErrno(err))
 	}
 	// The mode the kernel gave a 0777 mkdir is the umask's complement.

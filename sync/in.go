@@ -153,14 +153,22 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (
 	}
 
 	// Targets the cache says this sandbox already holds, unless changed.
+	// A target named by more than one mapping of the batch is always sent:
+	// the promote moves each in turn and the last one must win, which
+	// skipping one of them (the cache holds only the last) would undo.
 	var candidates []string
 	candidate := map[string]fileState{}
 	if c.Cache != nil {
+		named := make(map[string]int, len(plans))
 		for _, p := range plans {
+			named[p.m.TargetPath]++
+		}
+		for _, p := range plans {
+			if named[p.m.TargetPath] > 1 {
+				continue
+			}
 			if f, ok := c.Cache.file(p.m.TargetPath); ok && f.host == p.sig && f.mode == modeKey(p.m) {
-				if _, dup := candidate[p.m.TargetPath]; !dup {
-					candidates = append(candidates, p.m.TargetPath)
-				}
+				candidates = append(candidates, p.m.TargetPath)
 				candidate[p.m.TargetPath] = f
 			}
 		}

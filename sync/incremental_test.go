@@ -300,3 +300,39 @@ func TestIncrementalFileMappings(t *testing.T) {
 	}
 	assert.Empty(t, e.scratchLeft())
 }
+
+// Two file mappings of one batch with the same target: the last one wins on
+// every sync, as in a full sync, whichever of them the cache remembers.
+func TestIncrementalDuplicateFileTargets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	cfg := e.config()
+	cfg.Cache = NewCache()
+	x := e.write("x.txt", "from x", 0o644)
+	y := e.write("y.txt", "from y", 0o644)
+	target := e.remote("t.txt")
+	for _, tt := range []struct {
+		name    string
+		sources []string
+		want    string
+	}{
+		{"x then y", []string{x, y}, "from y"},
+		{"x then y again", []string{x, y}, "from y"},
+		{"y then x", []string{y, x}, "from x"},
+		{"y then x again", []string{y, x}, "from x"},
+		{"x then y once more", []string{x, y}, "from y"},
+	} {
+		var files []Mapping
+		for _, src := range tt.sources {
+			files = append(files, Mapping{SourcePath: src, TargetPath: target, Kind: KindFile})
+		}
+		res, err := In(ctx, cfg, []Operation{{ID: "op", Files: files}})
+		require.NoError(t, err, tt.name)
+		assert.Equal(t, []Result{{OperationID: "op", FilesTransferred: 2, BytesTransferred: 12}}, res, tt.name)
+		b, err := os.ReadFile(target)
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, string(b), tt.name)
+	}
+	assert.Empty(t, e.scratchLeft())
+}

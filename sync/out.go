@@ -63,7 +63,14 @@ func validateOut(remoteDir string, ops []Operation) error {
 			if m.TargetPath == "" {
 				return errors.New("Daytona syncOut requires a host target path")
 			}
-			fi, err := os.Stat(m.TargetPath)
+			// A file lands by rename, which replaces a symlink rather than
+			// follow it; a folder is made by a recursive mkdir, which
+			// follows one.
+			stat := os.Stat
+			if m.Kind == KindFile {
+				stat = os.Lstat
+			}
+			fi, err := stat(m.TargetPath)
 			switch {
 			case err != nil:
 			case m.Kind == KindFile && fi.IsDir():
@@ -130,9 +137,9 @@ func (c *Config) outFiles(ctx context.Context, mappings []Mapping) (int64, int64
 	}
 	for i, m := range mappings {
 		dir := filepath.Dir(m.TargetPath)
-		if err := os.MkdirAll(dir, 0o777); err != nil {
+		if err := nodeMkdirAll(dir); err != nil {
 			cleanup()
-			return 0, 0, nodeFSError("mkdir", dir, pathErrno(err))
+			return 0, 0, err
 		}
 		// A temp for a file with a mode is private until it has that mode
 		// (the plugin's temp is world-readable while the bytes arrive).
@@ -202,6 +209,21 @@ func (c *Config) outFiles(ctx context.Context, mappings []Mapping) (int64, int64
 	}
 	c.removeScratch(ctx, snapshots)
 	return int64(len(mappings)), total, nil
+}
+
+// nodeMkdirAll is Node's fs.mkdir(dir, {recursive: true}): dir and its
+// missing parents, a failure worded as Node words it, naming dir itself
+// (EEXIST when dir is there but is no folder; os.MkdirAll says ENOTDIR).
+func nodeMkdirAll(dir string) error {
+	err := os.MkdirAll(dir, 0o777)
+	if err == nil {
+		return nil
+	}
+	errno := pathErrno(err)
+	if fi, serr := os.Stat(dir); serr == nil && !fi.IsDir() {
+		errno = syscall.EEXIST
+	}
+	return nodeFSError("mkdir", dir, errno)
 }
 
 func specialBits(mode int64) os.FileMode {

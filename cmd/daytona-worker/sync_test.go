@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -595,6 +596,32 @@ func TestSyncOutFileBatch(t *testing.T) {
 	r.done()
 }
 
+// A file target that is a symlink is replaced by the file, as the plugin's
+// fs.rename replaces it, whatever it points to (a folder included); the
+// place it pointed to is left alone.
+func TestSyncOutFileReplacesATargetLink(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	r.sandboxWrite("out/a.txt", "from the sandbox", 0o644)
+	folder := r.hostPath("folder")
+	require.NoError(t, os.MkdirAll(folder, 0o755))
+	other := r.write("other.txt", "other", 0o644)
+	for _, link := range []struct{ name, to string }{{"to-folder", folder}, {"to-file", other}, {"dangling", r.hostPath("nowhere")}} {
+		target := r.hostPath(link.name)
+		require.NoError(t, os.Symlink(link.to, target))
+		rep, _ := r.out(op("op", []map[string]any{mapping(r.rpath("out/a.txt"), target, "file")}))
+		assert.Equal(t, []any{opResult("op", 1, 16)}, r.ok(rep), link.name)
+		assertFile(t, target, "from the sandbox", 0)
+	}
+	entries, err := os.ReadDir(folder)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "nothing is written into the folder the link named")
+	assertFile(t, other, "other", 0o644)
+	assertMissing(t, r.hostPath("nowhere"))
+	assert.Empty(t, scratch(t, r.dir))
+	r.done()
+}
+
 // §13.5.18: the guard resolves, confines, re-checks no-symlink and regular
 // file immediately before cp, in one sh -c.
 func TestSyncOutGuardScript(t *testing.T) {
@@ -797,6 +824,73 @@ func TestSyncDirectoryRoundTrip(t *testing.T) {
 	assert.Empty(t, scratch(t, r.remote), "the sandbox tarball is deleted")
 	assert.Len(t, r.calls("delete"), 1)
 	assert.Empty(t, scratch(t, r.dir), "no staging left beside the target")
+	r.done()
+}
+
+// differences.txt sync-out-owners: a worker running as root restores a
+// sandbox tree as its own, whoever owns it in the sandbox (host GNU tar as
+// root would give it the archive's owners).
+func TestSyncOutKeepsTheWorkersOwnership(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give the sandbox files another owner")
+	}
+	r := newSyncRig(t, "")
+	r.sandboxWrite("proj/a.txt", "a", 0o644)
+	r.sandboxWrite("proj/d/b.txt", "b", 0o644)
+	require.NoError(t, os.Symlink("a.txt", r.rpath("proj/l")))
+	require.NoError(t, filepath.Walk(r.rpath("proj"), func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 1234, 2345)
+	}))
+	rep, _ := r.out(op("out", []map[string]any{mapping(r.rpath("proj"), r.hostPath("restored"), "directory")}))
+	r.ok(rep)
+	n := 0
+	require.NoError(t, filepath.Walk(r.hostPath("restored"), func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		assert.Equal(t, [2]uint32{0, 0}, [2]uint32{st.Uid, st.Gid}, "owner of %s", p)
+		n++
+		return nil
+	}))
+	assert.Equal(t, 5, n, "the target, a.txt, d, d/b.txt and l")
+	r.done()
+}
+
+// A host target below a regular file fails as the plugin's recursive
+// fs.mkdir fails, naming the folder it was asked for (EEXIST when that is
+// the file itself), and leaves nothing behind on either side.
+func TestSyncOutTargetBelowAFile(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	r.sandboxWrite("s.txt", "s", 0o644)
+	r.sandboxWrite("sd/a.txt", "a", 0o644)
+	plain := r.write("plain.txt", "keep", 0o644)
+	tests := []struct {
+		name string
+		m    map[string]any
+		want string
+	}{
+		{"file whose folder is a file", mapping(r.rpath("s.txt"), plain+"/t.txt", "file"),
+			"EEXIST: file already exists, mkdir '" + plain + "'"},
+		{"file below a file", mapping(r.rpath("s.txt"), plain+"/x/t.txt", "file"),
+			"ENOTDIR: not a directory, mkdir '" + plain + "/x'"},
+		{"folder below a file", mapping(r.rpath("sd"), plain+"/restored", "directory"),
+			"ENOTDIR: not a directory, mkdir '" + plain + "/restored'"},
+		{"folder deeper below a file", mapping(r.rpath("sd"), plain+"/x/restored", "directory"),
+			"ENOTDIR: not a directory, mkdir '" + plain + "/x/restored'"},
+	}
+	for _, tt := range tests {
+		rep, _ := r.out(op("op", []map[string]any{tt.m}))
+		assert.Equal(t, tt.want, r.failed(rep), tt.name)
+		assert.Empty(t, scratch(t, r.remote), "%s: the sandbox scratch is removed", tt.name)
+		assert.Empty(t, scratch(t, r.dir), tt.name)
+		assertFile(t, plain, "keep", 0o644)
+	}
 	r.done()
 }
 
