@@ -35,6 +35,7 @@ package main
 //	  go test -run TestSoak -timeout 0 ./cmd/daytona-worker/
 //
 // DAYTONA_SOAK_LANES sets how many hosts' worth of work run at once (3),
+// DAYTONA_SOAK_FAULT_GAP_MS about how long passes between two faults (300),
 // DAYTONA_SOAK_SLOW_FAULTS=1 adds the faults that cost a watchdog or a
 // liveness timeout (a half-open log stream, a hung control plane). A
 // failure names its seed; the same seed replays the same plan of actions
@@ -75,6 +76,7 @@ type soakSettings struct {
 	seeds      int
 	steps      int // actions per lane
 	lanes      int
+	faultGap   int // milliseconds, about, between two faults
 	slowFaults bool
 }
 
@@ -85,11 +87,11 @@ const (
 )
 
 func soakSettingsFromEnv(t *testing.T) soakSettings {
-	s := soakSettings{firstSeed: 1, seeds: 1, steps: soakCISteps, lanes: soakCILanes}
+	s := soakSettings{firstSeed: 1, seeds: 1, steps: soakCISteps, lanes: soakCILanes, faultGap: 300}
 	for _, v := range []struct {
 		name string
 		into *int
-	}{{"DAYTONA_SOAK_SEEDS", &s.seeds}, {"DAYTONA_SOAK_STEPS", &s.steps}, {"DAYTONA_SOAK_LANES", &s.lanes}} {
+	}{{"DAYTONA_SOAK_SEEDS", &s.seeds}, {"DAYTONA_SOAK_STEPS", &s.steps}, {"DAYTONA_SOAK_LANES", &s.lanes}, {"DAYTONA_SOAK_FAULT_GAP_MS", &s.faultGap}} {
 		if text := os.Getenv(v.name); text != "" {
 			n, err := strconv.Atoi(text)
 			if err != nil || n < 1 {
@@ -154,7 +156,10 @@ type soakRun struct {
 	epoch atomic.Int32
 
 	progress atomic.Int64 // lane actions done
-	stop     chan struct{}
+	// How many executes were checked exactly, with no fault, and whole
+	// under a fault; how many failed under one.
+	exactChecks, faultChecks, faultFailures atomic.Int64
+	stop                                    chan struct{}
 
 	mu       sync.Mutex
 	failures []string
@@ -345,8 +350,9 @@ func runSoak(t *testing.T, bin string, seed uint64, set soakSettings) {
 	if !eventually(10*time.Second, func() bool { return r.env.Server.LiveProcesses() == 0 }) {
 		r.fail("%d emulator processes still alive after the shutdown", r.env.Server.LiveProcesses())
 	}
-	t.Logf("seed %d: %d actions, %d restarts, %d fault hits, %s", seed, r.progress.Load(), len(restarts),
-		len(r.env.Server.FaultHits()), time.Since(r.started).Round(time.Millisecond))
+	t.Logf("seed %d: %d actions, %d restarts, %d fault hits, executes checked exactly %d, whole under a fault %d, failed under a fault %d, %s",
+		seed, r.progress.Load(), len(restarts), len(r.env.Server.FaultHits()), r.exactChecks.Load(), r.faultChecks.Load(), r.faultFailures.Load(),
+		time.Since(r.started).Round(time.Millisecond))
 }
 
 // planRestarts says after how many lane actions the worker is shut down
@@ -629,7 +635,7 @@ func (r *soakRun) chaos(rng *rand.Rand) {
 		select {
 		case <-r.stop:
 			return
-		case <-time.After(time.Duration(40+rng.IntN(300)) * time.Millisecond):
+		case <-time.After(time.Duration(r.set.faultGap/4+rng.IntN(r.set.faultGap)) * time.Millisecond):
 		}
 		f := r.randomFault(rng)
 		r.mu.Lock()
@@ -1157,6 +1163,8 @@ func (l *soakLane) checkExecute(c soakCmd, inv string, o outcome, interfered boo
 	if o.rep.Error != nil {
 		if !excused {
 			l.r.fail("%s failed with no fault: %s", desc, o.rep.Error)
+		} else {
+			l.r.faultFailures.Add(1)
 		}
 		return
 	}
@@ -1182,6 +1190,7 @@ func (l *soakLane) checkExecute(c soakCmd, inv string, o outcome, interfered boo
 	completed := !*res.TimedOut && res.ExitCode != nil && *res.ExitCode == c.exit && !c.timeout
 	switch {
 	case !excused && c.exact:
+		l.r.exactChecks.Add(1)
 		if c.timeout != *res.TimedOut || (!c.timeout && (res.ExitCode == nil || *res.ExitCode != c.exit)) || (c.timeout && res.ExitCode != nil) {
 			l.r.fail("%s: exit %v timedOut %v, want exit %d timedOut %v (stderr %q)", desc, fmtExit(res.ExitCode), *res.TimedOut, c.exit, c.timeout, truncate(res.Stderr, 300))
 			return
@@ -1195,6 +1204,7 @@ func (l *soakLane) checkExecute(c soakCmd, inv string, o outcome, interfered boo
 	case completed && c.exact && c.text && !interfered:
 		// Faults may fail a command, never cut the output of one that
 		// reports its exit.
+		l.r.faultChecks.Add(1)
 		if res.Stdout != c.stdout {
 			l.r.fail("%s under a fault: exit %d with stdout (%d bytes) that is not what the command printed (%d bytes)%s", desc, c.exit, len(res.Stdout), len(c.stdout), firstDiff(res.Stdout, c.stdout))
 		}
