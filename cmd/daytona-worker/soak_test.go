@@ -287,6 +287,11 @@ func runSoak(t *testing.T, bin string, seed uint64, set soakSettings) {
 			t.Errorf("seed %d: %s", seed, f)
 		}
 		tail := r.trace
+		if f, err := os.CreateTemp("", fmt.Sprintf("daytona-soak-seed-%d-*.trace", seed)); err == nil {
+			_, _ = f.WriteString(strings.Join(r.trace, "\n") + "\n")
+			_ = f.Close()
+			t.Logf("seed %d: the whole trace is in %s", seed, f.Name())
+		}
 		if len(tail) > 400 {
 			tail = tail[len(tail)-400:]
 		}
@@ -827,8 +832,10 @@ func (l *soakLane) act() {
 			l.duplex()
 		case k < 67 && l.lease.reuse:
 			l.resume()
-		case k < 71:
+		case k < 69:
 			l.realize()
+		case k < 75:
+			l.concurrentMix()
 		case k < 82:
 			l.teardownWithWorkInFlight()
 		default:
@@ -1091,8 +1098,21 @@ func (l *soakLane) pickCommand(bypass bool) soakCmd {
 			want.WriteString("[" + vals[i] + "]\n")
 		}
 		c = soakCmd{spec: cmdSpec{command: "printf", args: append([]string{"[%s]\n"}, vals...)}, stdout: want.String(), exact: true, text: true}
-	case k < 93:
+	case k < 89:
 		c = soakCmd{spec: cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf("sleep 0.%d; echo late", 1+rng.IntN(5))}}, stdout: "late\n", exact: true, text: true}
+	case k < 93:
+		// One long line (longer than the daemon's read buffer) on each
+		// stream, carriage returns inside, no final newline.
+		n, m := 1+rng.IntN(200000), 1+rng.IntN(90000)
+		c = soakCmd{spec: cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf(`head -c %d /dev/zero | tr '\0' 'x'; printf '\r\r'; head -c %d /dev/zero | tr '\0' 'y' >&2`, n, m)}},
+			stdout: strings.Repeat("x", n) + "\r\r", stderr: strings.Repeat("y", m), exact: true, text: true}
+		if bypass {
+			c.stdout, c.stderr = c.stdout+c.stderr, ""
+		}
+	case k < 96:
+		// A large stdin, counted back.
+		in := strings.Repeat(generatedText(rng)+"\n", 1+rng.IntN(4000))
+		c = soakCmd{spec: cmdSpec{command: "wc", args: []string{"-c"}, stdin: strp(in)}, stdout: strconv.Itoa(len(in)) + "\n", exact: true, text: true}
 	default:
 		c = soakCmd{spec: cmdSpec{command: "sh", args: []string{"-c", `pwd; exit 9`}, cwd: strp(l.lease.remoteCwd)}, exit: 9, stdout: l.lease.remoteCwd + "\n", exact: true, text: true}
 	}
@@ -1360,6 +1380,37 @@ func (l *soakLane) teardownWithWorkInFlight() {
 	if route != nil {
 		l.closeRoute(routeHost, route)
 	}
+}
+
+// concurrentMix runs what one lease may carry at once: commands, a sync, a
+// duplex channel and a login.
+func (l *soakLane) concurrentMix() {
+	var wg sync.WaitGroup
+	cmds := []soakCmd{l.pickCommand(false), l.pickCommand(true)}
+	// Each part draws from its own source: the lane's must stay in step.
+	seeds := []uint64{l.rng.Uint64(), l.rng.Uint64(), l.rng.Uint64()}
+	run := func(seed uint64, f func(*soakLane)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := *l
+			sub.rng = rand.New(rand.NewPCG(seed, uint64(l.n)))
+			f(&sub)
+		}()
+	}
+	for _, c := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inv := newInvocation()
+			o := l.r.do(protocol.MethodEnvironmentExecute, executeParams(l.lease.lease, c.spec), inv, l.lease.id, l.executeBound(c), nil)
+			l.checkExecute(c, inv, o, c.timeout)
+		}()
+	}
+	run(seeds[0], (*soakLane).syncRoundTrip)
+	run(seeds[1], (*soakLane).duplex)
+	run(seeds[2], (*soakLane).login)
+	wg.Wait()
 }
 
 // cleanUp destroys what the lane still holds, as a host would before
