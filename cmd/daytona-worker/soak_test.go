@@ -1565,7 +1565,7 @@ func (l *soakLane) duplex() {
 		if o.err == nil && o.rep.Error != nil && !o.h.stopping.Load() && !l.r.faulted(l.lease.id, opened, o.rep.At) {
 			l.r.fail("duplexChannelStop of %s failed with no fault: %s", rt.id, o.rep.Error)
 		}
-		if o.err == nil && o.rep.Error == nil && !h.await(rt, 30*time.Second, func() bool { return rt.exited }) {
+		if o.err == nil && o.rep.Error == nil && !h.await(rt, 30*time.Second, func() bool { return rt.exited }) && !h.stopping.Load() {
 			l.r.fail("duplex %s: stopped, but no exit came", rt.id)
 		}
 	}
@@ -1589,7 +1589,7 @@ func (l *soakLane) login() {
 		return
 	}
 	quiet := func() bool {
-		return !l.r.faulted(l.lease.id, o.c.sent, time.Now()) && h == l.r.host()
+		return !l.r.faulted(l.lease.id, o.c.sent, time.Now()) && !h.stopping.Load()
 	}
 	switch l.rng.IntN(3) {
 	case 0: // the whole flow
