@@ -36,6 +36,8 @@ package main
 //
 // DAYTONA_SOAK_LANES sets how many hosts' worth of work run at once (3),
 // DAYTONA_SOAK_FAULT_GAP_MS about how long passes between two faults (300),
+// DAYTONA_SOAK_RESTART_GAP after how many actions the worker is stopped and
+// replaced (40; once in CI),
 // DAYTONA_SOAK_SLOW_FAULTS=1 adds the faults that cost a watchdog or a
 // liveness timeout (a half-open log stream, a hung control plane). A
 // failure names its seed; the same seed replays the same plan of actions
@@ -77,6 +79,7 @@ type soakSettings struct {
 	steps      int // actions per lane
 	lanes      int
 	faultGap   int // milliseconds, about, between two faults
+	restartGap int // lane actions, about, between two restarts in a long run
 	slowFaults bool
 }
 
@@ -87,11 +90,11 @@ const (
 )
 
 func soakSettingsFromEnv(t *testing.T) soakSettings {
-	s := soakSettings{firstSeed: 1, seeds: 1, steps: soakCISteps, lanes: soakCILanes, faultGap: 300}
+	s := soakSettings{firstSeed: 1, seeds: 1, steps: soakCISteps, lanes: soakCILanes, faultGap: 300, restartGap: 40}
 	for _, v := range []struct {
 		name string
 		into *int
-	}{{"DAYTONA_SOAK_SEEDS", &s.seeds}, {"DAYTONA_SOAK_STEPS", &s.steps}, {"DAYTONA_SOAK_LANES", &s.lanes}, {"DAYTONA_SOAK_FAULT_GAP_MS", &s.faultGap}} {
+	}{{"DAYTONA_SOAK_SEEDS", &s.seeds}, {"DAYTONA_SOAK_STEPS", &s.steps}, {"DAYTONA_SOAK_LANES", &s.lanes}, {"DAYTONA_SOAK_FAULT_GAP_MS", &s.faultGap}, {"DAYTONA_SOAK_RESTART_GAP", &s.restartGap}} {
 		if text := os.Getenv(v.name); text != "" {
 			n, err := strconv.Atoi(text)
 			if err != nil || n < 1 {
@@ -325,10 +328,14 @@ func runSoak(t *testing.T, bin string, seed uint64, set soakSettings) {
 	go func() { defer bg.Done(); r.chaos(rand.New(rand.NewPCG(seed, 0xc4a05))) }()
 	go func() { defer bg.Done(); r.noise(rand.New(rand.NewPCG(seed, 0x4015e))) }()
 	restarts := r.planRestarts(rng)
+	how := make([]string, len(restarts))
+	for i := range how {
+		how[i] = []string{"shutdown", "shutdown", "shutdown", "eof", "sigterm"}[rng.IntN(5)]
+	}
 	bg.Add(1)
 	go func() {
 		defer bg.Done()
-		for _, at := range restarts {
+		for i, at := range restarts {
 			for r.progress.Load() < at {
 				select {
 				case <-r.stop:
@@ -336,7 +343,7 @@ func runSoak(t *testing.T, bin string, seed uint64, set soakSettings) {
 				case <-time.After(20 * time.Millisecond):
 				}
 			}
-			r.restart()
+			r.restart(how[i])
 		}
 	}()
 	wg.Wait()
@@ -349,8 +356,10 @@ func runSoak(t *testing.T, bin string, seed uint64, set soakSettings) {
 		l.cleanUp()
 	}
 	r.checkNoSandboxes("after destroying every lease")
-	r.resources(r.cur, &base)
-	r.shutdown(r.cur, true)
+	end, _ := r.resources(r.cur, &base)
+	t.Logf("seed %d: worker %d holds %d descriptors and %d goroutines (%d and %d after the warm-up)", seed, r.cur.epoch,
+		end.total(end.fds), end.total(end.goroutines), base.total(base.fds), base.total(base.goroutines))
+	r.shutdown(r.cur)
 	r.checkNoSandboxes("after the shutdown")
 	if !eventually(10*time.Second, func() bool { return r.env.Server.LiveProcesses() == 0 }) {
 		r.fail("%d emulator processes still alive after the shutdown", r.env.Server.LiveProcesses())
@@ -361,13 +370,13 @@ func runSoak(t *testing.T, bin string, seed uint64, set soakSettings) {
 }
 
 // planRestarts says after how many lane actions the worker is shut down
-// and a new one started: once in CI, about every forty actions in a long
-// run.
+// and a new one started: once in CI, about every restartGap actions in a
+// long run.
 func (r *soakRun) planRestarts(rng *rand.Rand) []int64 {
 	total := int64(r.set.steps * r.set.lanes)
 	n := 1
 	if r.set.long() {
-		n = int(total / 40)
+		n = int(total) / r.set.restartGap
 	}
 	var at []int64
 	for i := 0; i < n; i++ {
@@ -406,15 +415,16 @@ func (r *soakRun) doOn(h *soakHost, method string, params any, d time.Duration) 
 	return outcome{h: h, c: c, rep: rep, err: err}
 }
 
-// restart shuts the current worker down while work is in flight, checks
-// it answered everything, and starts the next one.
-func (r *soakRun) restart() {
+// restart stops the current worker while work is in flight, as the host
+// does (a shutdown request, mostly; or the end of its input, or SIGTERM),
+// checks how it went, and starts the next one.
+func (r *soakRun) restart(how string) {
 	r.gate.Lock()
 	defer r.gate.Unlock()
 	old := r.cur
-	r.note("restart: shutting worker %d down", old.epoch)
+	r.note("restart: stopping worker %d (%s)", old.epoch, how)
 	old.stopping.Store(true)
-	r.shutdown(old, false)
+	r.stopWorker(old, how)
 	next := r.startWorker(old.epoch + 1)
 	if next == nil {
 		return
@@ -424,38 +434,60 @@ func (r *soakRun) restart() {
 	r.note("restart: worker %d serving", next.epoch)
 }
 
-// shutdown sends shutdown and checks the worker answered every request
-// before it, every line that was no request, and exited 0.
-func (r *soakRun) shutdown(h *soakHost, final bool) {
-	// The host's shutdown drain is 10 s; the worker promises its reply within 7.5 s.
-	o := r.doOn(h, protocol.MethodShutdown, map[string]any{}, 15*time.Second)
-	if o.err == nil && o.rep.Error != nil {
-		r.fail("worker %d: shutdown answered %s", h.epoch, o.rep.Error)
+// shutdown stops h with a shutdown request.
+func (r *soakRun) shutdown(h *soakHost) { r.stopWorker(h, "shutdown") }
+
+// stopWorker stops h: a shutdown request must be answered after every
+// request before it; SIGTERM answers them too (the host still reads); at
+// the end of input nobody reads, so only a prompt exit counts. In every
+// case the worker exits 0, within the host's drain, and what it wrote was
+// whole lines.
+func (r *soakRun) stopWorker(h *soakHost, how string) {
+	start := time.Now()
+	switch how {
+	case "shutdown":
+		// The host's shutdown drain is 10 s; the worker promises its reply within 7.5 s.
+		o := r.doOn(h, protocol.MethodShutdown, map[string]any{}, 15*time.Second)
+		if o.err == nil && o.rep.Error != nil {
+			r.fail("worker %d: shutdown answered %s", h.epoch, o.rep.Error)
+		}
+		if left := h.unanswered(); len(left) > 0 {
+			r.fail("worker %d answered shutdown before %d requests: %s", h.epoch, len(left), strings.Join(left, "; "))
+		}
+		_ = h.p.stdin.Close()
+	case "sigterm":
+		if err := h.p.Signal(syscall.SIGTERM); err != nil {
+			r.fail("worker %d: SIGTERM: %v", h.epoch, err)
+		}
+	case "eof":
+		h.mu.Lock()
+		h.deaf = true // the host that closes the worker's input reads no more replies
+		h.mu.Unlock()
+		_ = h.p.stdin.Close()
 	}
-	if left := h.unanswered(); len(left) > 0 {
-		r.fail("worker %d answered shutdown before %d requests: %s", h.epoch, len(left), strings.Join(left, "; "))
-	}
-	_ = h.p.stdin.Close()
 	select {
 	case <-h.readDone:
 	case <-time.After(15 * time.Second):
-		r.fail("worker %d did not close stdout within 15 s of its shutdown reply", h.epoch)
+		r.fail("worker %d did not close stdout within 15 s of its %s", h.epoch, how)
 		_ = h.p.cmd.Process.Kill()
 		<-h.readDone
 	}
 	code, err := h.p.Wait()
 	if err != nil || code != 0 {
-		r.fail("worker %d exited with %d (%v)", h.epoch, code, err)
+		r.fail("worker %d exited with %d (%v) after its %s", h.epoch, code, err, how)
+	}
+	// The host sends SIGKILL 5 s after its 10 s drain.
+	if took := time.Since(start); took > 15*time.Second {
+		r.fail("worker %d took %s to exit after its %s", h.epoch, took.Round(time.Millisecond), how)
 	}
 	h.mu.Lock()
-	if h.nullReplies != h.nullExpected {
+	if h.nullReplies != h.nullExpected && how != "eof" {
 		r.fail("worker %d: %d replies with id null for %d lines that were not requests", h.epoch, h.nullReplies, h.nullExpected)
 	}
 	h.mu.Unlock()
 	if stderr := h.p.stderr.String(); strings.Contains(stderr, "DATA RACE") || strings.Contains(stderr, "panic") {
 		r.fail("worker %d stderr reports a race or a panic:\n%s", h.epoch, grepLines(stderr, "DATA RACE", "panic", "goroutine ", ".go:"))
 	}
-	_ = final
 }
 
 func grepLines(s string, words ...string) string {
