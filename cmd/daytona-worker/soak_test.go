@@ -1089,6 +1089,11 @@ func (l *soakLane) pickCommand(bypass bool) soakCmd {
 		payload := make([]byte, rng.IntN(48<<10))
 		for i := range payload {
 			payload[i] = byte(rng.Uint32())
+			// Three \x01 or \x02 in a row are the session log's stream
+			// markers, which Daytona's own demuxer cannot tell from output.
+			if i >= 2 && payload[i] <= 2 && payload[i] == payload[i-1] && payload[i] == payload[i-2] {
+				payload[i] = 'x'
+			}
 		}
 		c = soakCmd{spec: cmdSpec{command: "base64", args: []string{"-d"}, stdin: strp(base64.StdEncoding.EncodeToString(payload))},
 			stdout: string(utf8text.Replace(payload)), exact: true, text: utf8.Valid(payload)}
