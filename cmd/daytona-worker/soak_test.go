@@ -813,6 +813,7 @@ type soakLane struct {
 	dir      string // host folder for sync
 	lease    *soakLease
 	cleanups []json.RawMessage // creation-cleanup envelopes of failed acquires
+	setups   []string          // interactive setups not cancelled yet
 	step     int
 }
 
@@ -840,10 +841,12 @@ func (l *soakLane) act() {
 	switch {
 	case l.lease == nil:
 		switch {
-		case k < 85:
+		case k < 80:
 			l.acquire()
-		case k < 92:
+		case k < 87:
 			l.probe()
+		case k < 94:
+			l.interactiveSetup()
 		default:
 			l.validate()
 		}
@@ -870,8 +873,10 @@ func (l *soakLane) act() {
 			l.duplex()
 		case k < 67 && l.lease.reuse:
 			l.resume()
-		case k < 69:
+		case k < 68:
 			l.realize()
+		case k < 69:
+			l.ingress()
 		case k < 75:
 			l.concurrentMix()
 		case k < 82:
@@ -1048,6 +1053,69 @@ func (l *soakLane) realize() {
 	o := l.r.do(protocol.MethodEnvironmentRealizeWorkspace, p, newInvocation(), l.lease.id, 150*time.Second, nil)
 	if o.err == nil && o.rep.Error != nil && !o.excused(l.r) {
 		l.r.fail("realize on %s failed with no fault: %s", l.lease.id, o.rep.Error)
+	}
+}
+
+// interactiveSetup starts a setup sandbox, reads it, and cancels it (or,
+// now and then, leaves it to the cleanup).
+func (l *soakLane) interactiveSetup() {
+	cfg := leaseConfig(l.r.env, "")
+	p := baseParams(cfg)
+	p["sessionId"] = fmt.Sprintf("sess-%d-%d", l.n, l.step)
+	p["connectionExpiresInMinutes"] = 30
+	o := l.r.do(protocol.MethodEnvironmentStartInteractiveSetup, p, "", "", 150*time.Second, nil)
+	if o.err != nil {
+		return
+	}
+	if o.rep.Error != nil {
+		if !o.excused(l.r) {
+			l.r.fail("startInteractiveSetup failed with no fault: %s", o.rep.Error)
+		}
+		return
+	}
+	var res struct {
+		ProviderLeaseID string `json:"providerLeaseId"`
+		Status          string `json:"status"`
+	}
+	if err := json.Unmarshal(o.rep.Result, &res); err != nil || res.ProviderLeaseID == "" {
+		l.r.fail("startInteractiveSetup answered %.300s", o.rep.Result)
+		return
+	}
+	l.setups = append(l.setups, res.ProviderLeaseID)
+	q := baseParams(cfg)
+	q["providerLeaseId"] = res.ProviderLeaseID
+	q["includeConnectionPayload"] = l.rng.IntN(2) == 0
+	g := l.r.do(protocol.MethodEnvironmentGetInteractiveSetup, q, "", res.ProviderLeaseID, 60*time.Second, nil)
+	if g.err == nil && g.rep.Error != nil && !g.excused(l.r) {
+		l.r.fail("getInteractiveSetup of %s failed with no fault: %s", res.ProviderLeaseID, g.rep.Error)
+	}
+	if l.rng.IntN(4) != 0 {
+		l.cancelSetup(res.ProviderLeaseID, cfg)
+	}
+}
+
+func (l *soakLane) cancelSetup(id string, cfg json.RawMessage) bool {
+	q := baseParams(cfg)
+	q["providerLeaseId"] = id
+	c := l.r.do(protocol.MethodEnvironmentCancelInteractiveSetup, q, "", id, 60*time.Second, nil)
+	if c.err != nil || c.rep.Error != nil {
+		if c.err == nil && !c.excused(l.r) {
+			l.r.fail("cancelInteractiveSetup of %s failed with no fault: %s", id, c.rep.Error)
+		}
+		return false
+	}
+	l.setups = slices.DeleteFunc(l.setups, func(s string) bool { return s == id })
+	return true
+}
+
+// ingress asks for the runner ingress of the lease.
+func (l *soakLane) ingress() {
+	p := baseParams(l.lease.cfg)
+	p["lease"] = map[string]any{"providerLeaseId": l.lease.id, "metadata": l.lease.meta, "expiresAt": nil}
+	p["port"], p["path"] = 43127, "/api/runner/v1/connect/soak"
+	o := l.r.do(protocol.MethodEnvironmentRunnerIngressEndpoint, p, "", l.lease.id, 60*time.Second, nil)
+	if o.err == nil && o.rep.Error != nil && !o.excused(l.r) {
+		l.r.fail("runnerIngressEndpoint on %s failed with no fault: %s", l.lease.id, o.rep.Error)
 	}
 }
 
@@ -1463,6 +1531,13 @@ func (l *soakLane) cleanUp() {
 	if l.lease != nil {
 		for attempt := 0; attempt < 3 && l.lease != nil; attempt++ {
 			l.teardown(protocol.MethodEnvironmentDestroyLease, true)
+		}
+	}
+	for _, id := range slices.Clone(l.setups) {
+		for attempt := 0; attempt < 3; attempt++ {
+			if l.cancelSetup(id, leaseConfig(l.r.env, "")) {
+				break
+			}
 		}
 	}
 	for _, cleanup := range l.cleanups {
