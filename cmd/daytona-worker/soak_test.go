@@ -887,13 +887,6 @@ func (l *soakLane) act() {
 	}
 }
 
-func (l *soakLane) leaseID() string {
-	if l.lease == nil {
-		return ""
-	}
-	return l.lease.id
-}
-
 func (l *soakLane) setLease(sl *soakLease) {
 	l.r.mu.Lock()
 	defer l.r.mu.Unlock()
@@ -1128,7 +1121,6 @@ type soakCmd struct {
 	stdout, stderr string // what the host must get when nothing interfered
 	exact          bool   // stdout and stderr are known exactly
 	text           bool   // the output is valid UTF-8 (a fault cannot change how it decodes)
-	stderrPrefix   bool   // stderr must start with the expected text (a timeout notice follows)
 }
 
 // generatedText is generatedString without the session log's stream
