@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,11 @@ type Request struct {
 	// Received is when the request was read. Requests are read one after
 	// another, so it orders them as the host sent them.
 	Received time.Time
+
+	// answered is set by whoever writes the request's one reply: its
+	// handler's outcome, or the shutdown answering a handler that outstayed
+	// its cancellation.
+	answered atomic.Bool
 }
 
 // Handler serves requests. It is called concurrently, once per request, on a
@@ -139,6 +145,7 @@ type Conn struct {
 	mu       sync.Mutex
 	closing  bool
 	draining bool                  // the shutdown request runs and has not been answered yet
+	running  map[*Request]struct{} // every request dispatched and not yet served
 	serial   map[string][]*Request // per serial key: requests waiting behind the one running
 	stopped  chan struct{}         // closed once the shutdown reply is written
 	stopOnce sync.Once
@@ -159,7 +166,7 @@ const maxWaitingServers = 4
 // an io.Closer it is closed when serving ends.
 func New(in io.Reader, out io.Writer, opts Options) *Conn {
 	opts.setDefaults()
-	c := &Conn{opts: opts, log: opts.Logger, stopped: make(chan struct{}), serial: map[string][]*Request{},
+	c := &Conn{opts: opts, log: opts.Logger, stopped: make(chan struct{}), serial: map[string][]*Request{}, running: map[*Request]struct{}{},
 		handoff: make(chan *Request), done: make(chan struct{})}
 	var tapOut func([]byte)
 	if opts.Tap != nil {
@@ -198,7 +205,9 @@ func (c *Conn) Serve(ctx context.Context, h Handler) error {
 	if result != nil {
 		c.beginClosing()
 		c.cancel()
-		c.waitInflight(c.opts.CancelWait)
+		if !c.waitInflight(c.opts.CancelWait) {
+			c.answerAbandoned()
+		}
 	}
 	// A shutdown request that raced the end of input finishes first (it is
 	// bounded by its own grace and cancel waits), so nothing outlives Serve.
@@ -243,6 +252,7 @@ func (c *Conn) dispatch(m *message) {
 	}
 	// Add under mu: once closing is set no handler may join the group.
 	c.inflight.Add(1)
+	c.running[req] = struct{}{}
 	c.idle.begin()
 	if key := c.serialKey(req); key != "" {
 		queue, running := c.serial[key]
@@ -326,11 +336,19 @@ func (c *Conn) serveOne(req *Request) {
 	start := time.Now()
 	result, err := c.invoke(ctx, req)
 	written := false
-	if err != nil {
+	switch {
+	case !req.answered.CompareAndSwap(false, true):
+		// The shutdown answered it already: its handler outstayed the
+		// cancellation. One reply per request, so this one is dropped.
+		c.log.Debug().Str("method", req.Method).RawJSON("id", req.ID).Msg("handler returned after its request was answered at shutdown")
+	case err != nil:
 		c.replyError(req, err)
-	} else {
+	default:
 		written, err = c.reply(ctx, req, result)
 	}
+	c.mu.Lock()
+	delete(c.running, req)
+	c.mu.Unlock()
 	hooks.run(written, func(p any, stack []byte) {
 		c.reportPanic(ctx, req.Method, "running the work that follows the reply to "+req.Method, p, stack)
 	})
@@ -418,7 +436,9 @@ func (c *Conn) shutdown(req *Request) {
 	if !c.waitInflight(time.Until(graceEnd)) {
 		c.log.Warn().Msg("in-flight requests still running at shutdown; cancelling them")
 		c.cancel()
-		c.waitInflight(c.opts.CancelWait)
+		if !c.waitInflight(c.opts.CancelWait) {
+			c.answerAbandoned()
+		}
 	}
 	if err != nil {
 		c.replyError(req, err)
@@ -429,6 +449,28 @@ func (c *Conn) shutdown(req *Request) {
 	c.draining = false
 	c.mu.Unlock()
 	c.stopOnce.Do(func() { close(c.stopped) })
+}
+
+// answerAbandoned answers every request whose handler has not returned
+// within CancelWait of its cancellation (its cleanup still talking to a slow
+// Daytona, say), as a request that comes in during the shutdown is
+// answered: serving ends now, and the host must get one reply for each
+// request it sent. The handler's own outcome, when it comes, is dropped.
+func (c *Conn) answerAbandoned() {
+	c.mu.Lock()
+	left := make([]*Request, 0, len(c.running))
+	for req := range c.running {
+		left = append(left, req)
+	}
+	c.mu.Unlock()
+	// In the order the host sent them.
+	slices.SortFunc(left, func(a, b *Request) int { return a.Received.Compare(b.Received) })
+	for _, req := range left {
+		if req.answered.CompareAndSwap(false, true) {
+			c.log.Warn().Str("method", req.Method).RawJSON("id", req.ID).Msg("answering a request whose handler outstayed its cancellation")
+			c.replyError(req, &protocol.Error{Code: protocol.CodeWorkerUnavailable, Message: "Worker RPC host is shutting down"})
+		}
+	}
 }
 
 func (c *Conn) beginClosing() {

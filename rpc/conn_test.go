@@ -370,6 +370,38 @@ func TestShutdownCancelsHandlersThatOutstayTheGrace(t *testing.T) {
 	assert.Equal(t, `{"jsonrpc":"2.0","id":2,"result":null}`, f.recvRaw())
 }
 
+// A handler that outstays its cancellation (its cleanup still waiting on
+// something slow) is answered for it before the shutdown reply, and its
+// own outcome, when it comes, is dropped: one reply per request.
+func TestShutdownAnswersHandlersThatOutstayTheirCancellation(t *testing.T) {
+	t.Parallel()
+	started, release, returned := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, req *Request) (any, error) {
+		if req.Method == "stubborn" {
+			defer close(returned)
+			close(started)
+			<-ctx.Done()
+			<-release // a cleanup that takes longer than CancelWait
+			return "late", nil
+		}
+		return nil, nil
+	})
+	logs := &lockedBuffer{}
+	f := startConnLogged(t, h, Options{Logger: zerolog.New(logs).Level(zerolog.DebugLevel), ShutdownGrace: 10 * time.Millisecond, CancelWait: 10 * time.Millisecond})
+	f.send(`{"jsonrpc":"2.0","id":1,"method":"stubborn"}`)
+	<-started
+	f.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown"}`)
+	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Worker RPC host is shutting down"}}`, f.recvRaw())
+	assert.Equal(t, `{"jsonrpc":"2.0","id":2,"result":null}`, f.recvRaw())
+	// Serving is over by now, so a second reply could not reach the host
+	// anyway; the log tells that the handler's own was dropped.
+	close(release)
+	<-returned
+	assert.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "handler returned after its request was answered at shutdown")
+	}, lineWait, time.Millisecond, "logs: %s", logs)
+}
+
 func TestEndOfInputCancelsHandlersAndReturnsEOF(t *testing.T) {
 	t.Parallel()
 	started := make(chan struct{})

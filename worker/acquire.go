@@ -202,7 +202,7 @@ func (a *acquisition) failAfterCreate(bctx context.Context, phase string, cause 
 	err := a.phaseError(bctx, phase, cause)
 	cctx, cancel := a.cleanupContext()
 	defer cancel()
-	if derr := deleteSandbox(cctx, a.client, a.sandboxID, false, cleanupGrace); derr != nil {
+	if derr := cleanupDelete(cctx, a.client, a.sandboxID); derr != nil {
 		a.w.log.Warn().Str("sandbox", a.sandboxID).Err(derr).Msg("cannot delete the sandbox of a failed acquisition")
 		return a.envelope(err, a.sandboxID, "")
 	}
@@ -256,7 +256,7 @@ func removeUncertainCreate(ctx context.Context, client *daytona.Client, name, at
 		// uuid; never delete what is not provably ours.
 		return sbx.ID, createNotOurs
 	}
-	if err := deleteSandbox(ctx, client, sbx.ID, false, cleanupGrace); err != nil {
+	if err := cleanupDelete(ctx, client, sbx.ID); err != nil {
 		return sbx.ID, createDeleteFailed
 	}
 	return sbx.ID, createRemoved

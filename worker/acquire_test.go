@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -111,4 +112,25 @@ func TestLeaseIDsThatAreNoPathSegmentAreRefused(t *testing.T) {
 		}
 	}
 	assert.Empty(t, env.Server.Requests(), "nothing may reach Daytona")
+}
+
+// An acquisition that fails after its create deletes the sandbox through a
+// transient failure of the delete (here a 503), so the host gets the
+// failure alone rather than a creation-cleanup envelope for a sandbox that
+// one more try removes.
+func TestAcquireFailingAfterCreateDeletesThroughATransientFailure(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	env.Server.AddFault(emulator.Fault{Path: `/work-dir$|/user-home-dir$`, Status: 500})
+	env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `^/api/sandbox/`, Status: 503, Times: 1})
+	params := fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","runId":"r","config":{"apiKey":%q,"apiUrl":%q}}`, env.APIKey, env.APIURL)
+	_, err := w.Handle(t.Context(), &rpc.Request{Method: protocol.MethodEnvironmentAcquireLease, Params: json.RawMessage(params)})
+	require.Error(t, err)
+	var envelope *protocol.CreationCleanupError
+	assert.False(t, errors.As(err, &envelope), "a creation-cleanup envelope: %v", err)
+	assert.Equal(t, 2, env.Server.Requests()["DELETE /api/sandbox/{idOrName}"], "the delete was tried again")
+	assert.Eventually(t, func() bool { return len(env.Server.Sandboxes()) == 0 }, 30*time.Second, 20*time.Millisecond,
+		"the sandbox is still there: %+v", env.Server.Sandboxes())
 }

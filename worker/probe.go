@@ -76,7 +76,7 @@ func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg Drive
 		// Always delete, even when the caller gave up; report, never fail.
 		dctx, dcancel := cr.cleanupContext(ctx)
 		defer dcancel()
-		if err := deleteSandbox(dctx, client, sbx.ID, false, cleanupGrace); err != nil {
+		if err := cleanupDelete(dctx, client, sbx.ID); err != nil {
 			w.log.Warn().Str("sandbox", sbx.ID).Err(err).Msg("cannot delete the probe sandbox")
 		}
 	}()

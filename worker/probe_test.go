@@ -47,7 +47,7 @@ func TestProbeNamesItsSandbox(t *testing.T) {
 	ids := []string{"11111111-2222-4333-8444-555555555555"}
 	w := New(discardHost{}, Options{Logger: zerolog.Nop(), NewID: func() string { return ids[0] }})
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
-	env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `^/api/sandbox/`, Status: 500, Times: 5})
+	env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `^/api/sandbox/`, Status: 403}) // not tried again
 	params := fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","config":{"apiKey":%q,"apiUrl":%q}}`, env.APIKey, env.APIURL)
 	res, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentProbe, params))
 	require.NoError(t, err)
@@ -57,4 +57,31 @@ func TestProbeNamesItsSandbox(t *testing.T) {
 	require.Len(t, views, 1)
 	assert.Equal(t, map[string]string{"paperclip-provider": "daytona", "paperclip-company-id": "c", "paperclip-environment-id": "e",
 		"paperclip-reuse-lease": "false", "paperclip-create-attempt": ids[0], "code-toolbox-language": "python"}, views[0].Labels)
+}
+
+// A probe's sandbox is deleted even when its first delete meets a failure
+// that may pass (a rate limit, a proxy's 502 page, a 503, a 500): nothing else
+// would ever find and delete it. (The reference deletes once and swallows
+// the error, leaving the sandbox to run until auto-stop.)
+func TestProbeDeletesItsSandboxThroughATransientFailure(t *testing.T) {
+	t.Parallel()
+	const page = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
+	for _, f := range []emulator.Fault{{Status: 502, Body: page}, {Status: 503}, {Status: 500}, {Status: 429, RetryAfter: "1"}} {
+		t.Run(fmt.Sprint(f.Status), func(t *testing.T) {
+			t.Parallel()
+			env := emulatortest.Start(t, emulator.Options{})
+			w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+			t.Cleanup(func() { _ = w.Close(context.Background()) })
+			f.Method, f.Path, f.Times = "DELETE", `^/api/sandbox/`, 2
+			env.Server.AddFault(f)
+			params := fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","config":{"apiKey":%q,"apiUrl":%q}}`, env.APIKey, env.APIURL)
+			res, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentProbe, params))
+			require.NoError(t, err)
+			b, _ := json.Marshal(res)
+			assert.Contains(t, string(b), `"ok":true`)
+			assert.Empty(t, env.Server.Faults(), "both failures were met")
+			assert.Eventually(t, func() bool { return len(env.Server.Sandboxes()) == 0 }, 30*time.Second, 50*time.Millisecond,
+				"the probe's sandbox is still there: %+v", env.Server.Sandboxes())
+		})
+	}
 }

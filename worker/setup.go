@@ -307,7 +307,7 @@ func (su *setupAttempt) failAfterCreate(bctx context.Context, phase string, caus
 	err := su.phaseError(bctx, phase, cause)
 	cctx, cancel := su.cleanupContext()
 	defer cancel()
-	if derr := deleteSandbox(cctx, su.client, su.sandboxID, false, cleanupGrace); derr != nil {
+	if derr := cleanupDelete(cctx, su.client, su.sandboxID); derr != nil {
 		su.w.log.Warn().Str("sandbox", su.sandboxID).Err(derr).Msg("cannot delete the sandbox of a failed interactive setup")
 	}
 	return err
@@ -334,7 +334,7 @@ func (su *setupAttempt) createFailed(bctx context.Context, cause error) error {
 	case sbx.Labels[labelCreateAttempt] != su.attempt:
 		return err
 	}
-	if derr := deleteSandbox(cctx, su.client, sbx.ID, false, cleanupGrace); derr != nil {
+	if derr := cleanupDelete(cctx, su.client, sbx.ID); derr != nil {
 		su.w.log.Warn().Str("sandbox", sbx.ID).Err(derr).Msg("cannot delete the sandbox of a failed interactive setup create")
 	}
 	return err

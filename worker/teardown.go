@@ -362,6 +362,38 @@ func deleteSandbox(ctx context.Context, client *daytona.Client, id string, wait 
 	return err
 }
 
+// cleanupDelete deletes a sandbox that nothing else will clean up (a
+// probe's, or one a failed acquisition or interactive setup created), and
+// tries again after a failure that may pass (a rate limit, any 5xx, a
+// dropped connection) until ctx, the cleanup's grace, ends: the Daytona
+// client retries no mutation, and one hiccup of Daytona or of a proxy on
+// the only delete left the sandbox running until its auto-stop. Deleting
+// a sandbox twice is harmless (the second finds it gone).
+func cleanupDelete(ctx context.Context, client *daytona.Client, id string) error {
+	delay := cleanupRetryDelay
+	for {
+		err := deleteSandbox(ctx, client, id, false, cleanupGrace)
+		if err == nil || !(daytona.IsTransient(err) || errors.Is(err, daytona.ErrServer)) {
+			return err
+		}
+		wait := delay
+		if d, ok := daytona.RetryAfter(err); ok {
+			wait = d
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		delay = min(2*delay, 4*time.Second)
+	}
+}
+
+// cleanupRetryDelay is cleanupDelete's first pause; it doubles each time.
+const cleanupRetryDelay = 250 * time.Millisecond
+
 // refreshBounded refreshes under a specific liveness bound.
 func (t *teardown) refreshBounded(ctx context.Context, s *leaseSandbox, ms float64) error {
 	sbx, err := withLiveness(ctx, "sandbox.refreshData", ms, func(ctx context.Context) (*daytona.Sandbox, error) {

@@ -557,7 +557,10 @@ type cmdSpec struct {
 
 func strp(s string) *string { return &s }
 
-func (h *host) executeParams(l lease, e cmdSpec) map[string]any {
+func (h *host) executeParams(l lease, e cmdSpec) map[string]any { return executeParams(l, e) }
+
+// executeParams are the params of an environmentExecute of e on l.
+func executeParams(l lease, e cmdSpec) map[string]any {
 	p := baseParams(l.cfg)
 	p["lease"] = map[string]any{"providerLeaseId": l.id, "metadata": map[string]any{"remoteCwd": l.remoteCwd}, "expiresAt": nil}
 	p["command"] = e.command

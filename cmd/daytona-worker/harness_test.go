@@ -78,7 +78,13 @@ type workerProc struct {
 // worker manager does.
 func startWorker(t testing.TB, env []string, args ...string) *workerProc {
 	t.Helper()
-	cmd := exec.Command(workerBin, args...)
+	return startWorkerBinary(t, workerBin, env, args...)
+}
+
+// startWorkerBinary is startWorker with another build of the worker.
+func startWorkerBinary(t testing.TB, bin string, env []string, args ...string) *workerProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "TZ=UTC"}, env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

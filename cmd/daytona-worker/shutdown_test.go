@@ -55,3 +55,42 @@ func TestStopDuringAcquireDeletesItsSandbox(t *testing.T) {
 		})
 	}
 }
+
+// A shutdown that cancels an execute answers that execute before its own
+// reply, also when the execute's cleanup after the cancellation is slow (a
+// Daytona that takes seconds to remove the command's stdin file): the host
+// gets exactly one reply for every request it sent before the shutdown.
+func TestShutdownAnswersAnExecuteWhoseCleanupIsSlow(t *testing.T) {
+	for _, bypass := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bypass=%v", bypass), func(t *testing.T) {
+			t.Parallel()
+			env := startEmulator(t, emulator.Options{})
+			h := startHost(t, hostOptions{})
+			l := h.acquire(leaseConfig(env, ""))
+			marker := randomToken("slow-cleanup")
+			p, inv := h.start(l, cmdSpec{command: "sh", args: []string{"-c", "echo started; sleep 30; true", marker}, stdin: strp("input"), bypass: bypass})
+			if bypass {
+				require.True(t, eventually(30*time.Second, func() bool { return len(processesWith(marker)) > 0 }), "the command never started")
+			} else {
+				h.waitForLog(inv, "started\n")
+			}
+			// The stdin file's delete (and anything else under /files) now
+			// takes 3 s, well past the 500 ms a cancelled handler gets.
+			env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `/files`, Latency: 3 * time.Second})
+			stop := h.call("shutdown", map[string]any{}, "")
+			r := stop.wait()
+			assert.Nil(t, r.Error)
+			exec := h.replyTime(p)
+			assert.False(t, exec.IsZero(), "the shutdown was answered, the execute it cancelled never was")
+			if !exec.IsZero() {
+				assert.False(t, exec.After(r.At), "the execute's reply came after the shutdown's")
+			}
+			_ = h.stdin.Close()
+			<-h.readDone
+			_, _ = h.wait()
+			h.mu.Lock()
+			assert.Empty(t, h.unexpected, "a second reply, or another surprise")
+			h.mu.Unlock()
+		})
+	}
+}

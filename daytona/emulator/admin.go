@@ -26,6 +26,10 @@ type faultJSON struct {
 	Reply                   *ExecReply `json:"reply,omitempty"`
 	HalfOpenAfterEnd        bool       `json:"halfOpenAfterEnd,omitempty"`
 	ExitCodeDelay           string     `json:"exitCodeDelay,omitempty"`
+	Reset                   bool       `json:"reset,omitempty"`
+	ResetAfterBytes         int        `json:"resetAfterBytes,omitempty"`
+	SlowBody                string     `json:"slowBody,omitempty"`
+	SlowBodyChunk           int        `json:"slowBodyChunk,omitempty"`
 }
 
 func (s *Server) adminRoutes(mux *http.ServeMux) {
@@ -185,6 +189,10 @@ func toFaultJSON(f Fault) faultJSON {
 		Body: f.Body, RetryAfter: f.RetryAfter, Hang: f.Hang, DropWebSocketAfterBytes: f.DropWebSocketAfterBytes,
 		Command: f.Command, Reply: f.Reply,
 		HalfOpenAfterEnd: f.HalfOpenAfterEnd,
+		Reset:            f.Reset, ResetAfterBytes: f.ResetAfterBytes, SlowBodyChunk: f.SlowBodyChunk,
+	}
+	if f.SlowBody > 0 {
+		fj.SlowBody = f.SlowBody.String()
 	}
 	if f.Latency > 0 {
 		fj.Latency = f.Latency.String()
@@ -201,12 +209,16 @@ func fromFaultJSON(fj faultJSON) (Fault, error) {
 		Body: fj.Body, RetryAfter: fj.RetryAfter, Hang: fj.Hang, DropWebSocketAfterBytes: fj.DropWebSocketAfterBytes,
 		Command: fj.Command, Reply: fj.Reply,
 		HalfOpenAfterEnd: fj.HalfOpenAfterEnd,
+		Reset:            fj.Reset, ResetAfterBytes: fj.ResetAfterBytes, SlowBodyChunk: fj.SlowBodyChunk,
+	}
+	if f.ResetAfterBytes < 0 || f.SlowBodyChunk < 0 {
+		return Fault{}, errors.New("resetAfterBytes and slowBodyChunk must not be negative")
 	}
 	for _, d := range []struct {
 		name string
 		text string
 		into *time.Duration
-	}{{"latency", fj.Latency, &f.Latency}, {"exitCodeDelay", fj.ExitCodeDelay, &f.ExitCodeDelay}} {
+	}{{"latency", fj.Latency, &f.Latency}, {"exitCodeDelay", fj.ExitCodeDelay, &f.ExitCodeDelay}, {"slowBody", fj.SlowBody, &f.SlowBody}} {
 		if d.text == "" {
 			continue
 		}

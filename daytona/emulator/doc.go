@@ -88,7 +88,9 @@
 // mid-stream, a followed command log left silent and half-open after the
 // command ends, an exit code published only a while after the command's log
 // closed, execute replies for commands containing a text instead of running
-// them; scoped by method, path regexp, sandbox, command text and count),
+// them, a connection reset (RST) after part of a real answer, a body sent
+// slowly in small pieces, a proxy's HTML error page; scoped by method, path
+// regexp, sandbox, command text and count; FaultHits lists what they hit),
 // AddSnapshotFault (a snapshot job that is slow, fails silently as the real
 // job handler lets it, or leaves the sandbox in error),
 // StopBehindClientsBack, SetError, SetMissingContainer
@@ -112,7 +114,8 @@
 //	                                                    "status","body","retryAfter","hang",
 //	                                                    "dropWebSocketAfterBytes","command",
 //	                                                    "reply":{"exitCode","result"},"halfOpenAfterEnd",
-//	                                                    "exitCodeDelay":"2s"} → 201 {"id":N}
+//	                                                    "exitCodeDelay":"2s","reset","resetAfterBytes",
+//	                                                    "slowBody":"50ms","slowBodyChunk"} → 201 {"id":N}
 //	DELETE /_emulator/faults/{id}, DELETE /_emulator/faults   → 204
 //	GET    /_emulator/requests                         {"POST /api/sandbox": 2, …}
 //	DELETE /_emulator/requests                         → 204 (reset counters)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -56,6 +57,31 @@ type Fault struct {
 	// complete, while GET …/command/{id} still answers exitCode null (as the
 	// daemon does for a moment after the log closes).
 	ExitCodeDelay time.Duration
+
+	// Reset, on a plain HTTP route (not a WebSocket), lets the real handler
+	// run and answer, but cuts the TCP connection with a reset (RST) once
+	// ResetAfterBytes bytes of its response body went out; with 0 the reset
+	// comes before the status line. What the handler did (a command
+	// started, a file written) stays done: the client only loses the
+	// answer, as behind a proxy or load balancer that drops a connection.
+	// A body shorter than ResetAfterBytes goes out whole.
+	Reset           bool
+	ResetAfterBytes int
+
+	// SlowBody, on a plain HTTP route, sends the real handler's response
+	// body in pieces of SlowBodyChunk bytes (0: 512), SlowBody apart, as a
+	// congested link delivers it.
+	SlowBody      time.Duration
+	SlowBodyChunk int
+}
+
+// FaultHit is one request a fault applied to.
+type FaultHit struct {
+	FaultID   int
+	Method    string
+	Path      string
+	SandboxID string // the sandbox the request was about; "" when none
+	At        time.Time
 }
 
 // ExecReply is the outcome an execute fault answers with.
@@ -107,6 +133,22 @@ func (s *Server) addFault(f Fault) (int, error) {
 	e.id = s.nextFaultID
 	s.faults = append(s.faults, e)
 	return e.id, nil
+}
+
+// FaultHits lists every request a fault applied to, in order, since the
+// server started (or ResetFaultHits), so a test can tell which of its calls
+// met a fault.
+func (s *Server) FaultHits() []FaultHit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.faultHits)
+}
+
+// ResetFaultHits forgets the hits FaultHits lists.
+func (s *Server) ResetFaultHits() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faultHits = nil
 }
 
 // RemoveFault removes the fault with the given ID (see Faults).
@@ -178,6 +220,7 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 	}
 	sbID := s.sandboxIDForPathLocked(r.URL.Path)
 	var f *Fault
+	var hitID int
 	for i, e := range s.faults {
 		if (e.f.Method != "" && !strings.EqualFold(e.f.Method, r.Method)) ||
 			(e.re != nil && !e.re.MatchString(r.URL.Path)) ||
@@ -187,6 +230,7 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 		}
 		copied := e.f
 		f = &copied
+		hitID = e.id
 		if e.f.Times > 0 {
 			e.left--
 			if e.left <= 0 {
@@ -194,6 +238,9 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 			}
 		}
 		break
+	}
+	if f != nil {
+		s.faultHits = append(s.faultHits, FaultHit{FaultID: hitID, Method: r.Method, Path: r.URL.Path, SandboxID: sbID, At: time.Now()})
 	}
 	s.mu.Unlock()
 	if f == nil {
@@ -247,7 +294,7 @@ func (s *Server) applyFaults(w http.ResponseWriter, r *http.Request) (*http.Requ
 		s.writeFault(w, r, f)
 		return r, true
 	}
-	if f.DropWebSocketAfterBytes > 0 || f.HalfOpenAfterEnd || f.ExitCodeDelay > 0 {
+	if f.DropWebSocketAfterBytes > 0 || f.HalfOpenAfterEnd || f.ExitCodeDelay > 0 || f.Reset || f.SlowBody > 0 {
 		r = r.WithContext(context.WithValue(r.Context(), appliedFaultKey{}, f))
 	}
 	return r, false
@@ -308,9 +355,13 @@ func (s *Server) writeFault(w http.ResponseWriter, r *http.Request, f *Fault) {
 		}
 	}
 	if f.Body != "" {
-		if strings.HasPrefix(strings.TrimSpace(f.Body), "{") {
+		switch body := strings.TrimSpace(f.Body); {
+		case strings.HasPrefix(body, "{"):
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		} else {
+		case strings.HasPrefix(body, "<"):
+			// A proxy's error page (nginx, a load balancer).
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		default:
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		}
 		w.WriteHeader(f.Status)

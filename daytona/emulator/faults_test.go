@@ -195,6 +195,56 @@ func TestFaults(t *testing.T) {
 		assert.Equal(t, 4, *again.ExitCode)
 	})
 
+	t.Run("connection reset after part of the answer", func(t *testing.T) {
+		t.Parallel()
+		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+		id := c.create(nil)["id"].(string)
+		home := env.Server.Sandboxes()[0].HomeDir
+		for _, after := range []int{0, 10} {
+			env.Server.AddFault(emulator.Fault{Path: `/process/execute$`, Reset: true, ResetAfterBytes: after, Times: 1})
+			marker := "ran-" + strconv.Itoa(after)
+			r, err := c.req(t.Context(), "POST", env.ToolboxURL(id)+"/process/execute", map[string]any{"command": "echo x > " + marker + "; echo done"}, nil)
+			require.Error(t, err, "after %d bytes: the client sees the connection cut (got %d %s)", after, r.status, r.body)
+			if after > 0 {
+				assert.Len(t, r.body, after, "the budget's bytes arrived first")
+			}
+			_, err = os.Stat(filepath.Join(home, marker))
+			assert.NoError(t, err, "the command ran: only its answer was lost")
+		}
+		code, out := c.execute(id, "echo whole")
+		assert.Equal(t, 0, code)
+		assert.Equal(t, "whole\n", out, "the fault hit once per installation")
+		hits := env.Server.FaultHits()
+		require.Len(t, hits, 2)
+		assert.Equal(t, id, hits[0].SandboxID)
+		assert.Equal(t, "/toolbox/"+id+"/process/execute", hits[1].Path)
+		env.Server.ResetFaultHits()
+		assert.Empty(t, env.Server.FaultHits())
+	})
+
+	t.Run("slow body", func(t *testing.T) {
+		t.Parallel()
+		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+		id := c.create(nil)["id"].(string)
+		env.Server.AddFault(emulator.Fault{Path: `/process/execute$`, SlowBody: 20 * time.Millisecond, SlowBodyChunk: 8, Times: 1})
+		begin := time.Now()
+		code, out := c.execute(id, "seq 1 20")
+		assert.Equal(t, 0, code)
+		assert.Equal(t, "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\n20\n", out, "the whole body arrives")
+		assert.GreaterOrEqual(t, time.Since(begin), 100*time.Millisecond, "in pieces, spaced out")
+	})
+
+	t.Run("a proxy's HTML error page", func(t *testing.T) {
+		t.Parallel()
+		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+		const page = "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1></center></body></html>"
+		env.Server.AddFault(emulator.Fault{Path: `^/api/sandbox`, Status: 502, Body: page, Times: 1})
+		r := c.api("GET", "/sandbox", nil)
+		assert.Equal(t, 502, r.status)
+		assert.Equal(t, "text/html; charset=utf-8", r.header.Get("Content-Type"))
+		assert.Equal(t, page, string(r.body))
+	})
+
 	t.Run("admin API", func(t *testing.T) {
 		t.Parallel()
 		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
@@ -222,6 +272,15 @@ func TestFaults(t *testing.T) {
 		admin("GET", "/faults", nil).json(t, &faults)
 		assert.Equal(t, true, faults[0]["halfOpenAfterEnd"])
 		assert.Equal(t, "2s", faults[0]["exitCodeDelay"])
+		assert.Equal(t, 204, admin("DELETE", "/faults", nil).status)
+		r = admin("POST", "/faults", map[string]any{"reset": true, "resetAfterBytes": 7, "slowBody": "5ms", "slowBodyChunk": 3})
+		require.Equal(t, 201, r.status, "%s", r.body)
+		installed = env.Server.Faults()
+		require.Len(t, installed, 1)
+		assert.Equal(t, emulator.Fault{Reset: true, ResetAfterBytes: 7, SlowBody: 5 * time.Millisecond, SlowBodyChunk: 3}, installed[0].Fault)
+		admin("GET", "/faults", nil).json(t, &faults)
+		assert.Equal(t, "5ms", faults[0]["slowBody"])
+		assert.Equal(t, 400, admin("POST", "/faults", map[string]any{"resetAfterBytes": -1}).status)
 		assert.Equal(t, 204, admin("DELETE", "/faults", nil).status)
 
 		id := c.create(map[string]any{"labels": map[string]string{"x": "y"}})["id"].(string)

@@ -40,6 +40,7 @@ type Server struct {
 	snapshots   map[string]*snapshot
 	faults      []*faultEntry
 	nextFaultID int
+	faultHits   []FaultHit
 	requests    map[string]int
 	recordings  map[*Recording]struct{}
 	sshAccess   map[string]*sshAccess // by token
@@ -240,6 +241,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r, handled := s.applyFaults(w, r)
 	if handled {
 		return
+	}
+	if f := appliedFault(r); f != nil && (f.Reset || f.SlowBody > 0) && r.Header.Get("Upgrade") == "" {
+		w = s.newFaultyWriter(w, r, f)
 	}
 	if !s.authorized(r) {
 		if strings.HasPrefix(r.URL.Path, "/toolbox/") {
