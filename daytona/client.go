@@ -125,6 +125,13 @@ type Client struct {
 	copyBuffers sync.Pool
 }
 
+// APIURL is the Daytona API the client calls.
+func (c *Client) APIURL() string { return c.apiURL.String() }
+
+// Target is the region the client creates sandboxes in ("" for Daytona's
+// default).
+func (c *Client) Target() string { return c.target }
+
 // New builds a Client from cfg.
 func New(cfg Config) (*Client, error) {
 	if strings.TrimSpace(cfg.APIKey) == "" {

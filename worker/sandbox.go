@@ -54,19 +54,12 @@ func (w *Worker) client(cfg DriverConfig) (*daytona.Client, string, error) {
 
 // clientFor returns the shared client of an account already resolved.
 func (w *Worker) clientFor(cfg DriverConfig, key, account string) (*daytona.Client, error) {
-	target := ""
-	if cfg.Target != nil {
-		target = *cfg.Target
-	}
-	cacheKey := account + "\x00" + target
+	apiURL, target := w.endpoint(cfg)
+	cacheKey := account + "\x00" + apiURL + "\x00" + target
 	w.clients.mu.Lock()
 	defer w.clients.mu.Unlock()
 	if c := w.clients.byAccount[cacheKey]; c != nil {
 		return c, nil
-	}
-	apiURL := ""
-	if cfg.APIURL != nil {
-		apiURL = *cfg.APIURL
 	}
 	if w.clients.httpClient == nil {
 		// Built now rather than at start: a worker that only answers
@@ -82,6 +75,38 @@ func (w *Worker) clientFor(cfg DriverConfig, key, account string) (*daytona.Clie
 	}
 	w.clients.byAccount[cacheKey] = c
 	return c, nil
+}
+
+// endpoint is the Daytona API URL and target the SDK's constructor settles
+// on for cfg: the config's own, else the process environment's
+// DAYTONA_API_URL (then the deprecated DAYTONA_SERVER_URL) and DAYTONA_TARGET,
+// an empty value counting as unset; an empty URL means Daytona Cloud. The
+// SDK would also read DAYTONA_TARGET from .env files in the working
+// directory; the worker does not (differences row sdk-dotenv).
+func (w *Worker) endpoint(cfg DriverConfig) (apiURL, target string) {
+	if cfg.APIURL != nil {
+		apiURL = *cfg.APIURL
+	}
+	if apiURL == "" {
+		apiURL = w.env("DAYTONA_API_URL")
+	}
+	if apiURL == "" {
+		apiURL = w.env("DAYTONA_SERVER_URL")
+	}
+	if cfg.Target != nil {
+		target = *cfg.Target
+	}
+	if target == "" {
+		target = w.env("DAYTONA_TARGET")
+	}
+	return apiURL, target
+}
+
+// apiURL is endpoint's URL, for a caller that wants the pointer the config
+// carries.
+func (w *Worker) apiURL(cfg DriverConfig) *string {
+	u, _ := w.endpoint(cfg)
+	return &u
 }
 
 // scopeFor builds the lease scope for a call, resolving the account once.

@@ -200,10 +200,7 @@ func (w *Worker) terminalClients() []*daytona.Client {
 	if key == "" {
 		return out
 	}
-	var cfg DriverConfig
-	if u := strings.TrimSpace(w.env("DAYTONA_API_URL")); u != "" {
-		cfg.APIURL = &u
-	}
+	var cfg DriverConfig // the endpoint the SDK reads from the environment
 	c, err := w.clientFor(cfg, key, accountFingerprint(cfg, key))
 	if err != nil {
 		return out

@@ -64,8 +64,10 @@ Flags:
 
 Environment:
   DAYTONA_API_KEY    API key used when an environment's config has none
-  DAYTONA_API_URL    the Daytona API that key belongs to (default Daytona Cloud),
-                     used to find the sandbox of a terminal opened after a restart
+  DAYTONA_API_URL    the Daytona API used when an environment's config has no
+                     apiUrl (then DAYTONA_SERVER_URL; default Daytona Cloud), and
+                     to find the sandbox of a terminal opened after a restart
+  DAYTONA_TARGET     the target (region) used when a config has none
   DAYTONA_WORKER_LOG_LEVEL
                      the log level when --log-level is not given (the host
                      starts the worker without flags)

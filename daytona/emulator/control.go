@@ -25,6 +25,7 @@ type SandboxView struct {
 	Recoverable         bool              `json:"recoverable"`
 	Labels              map[string]string `json:"labels"`
 	Snapshot            string            `json:"snapshot"`
+	Target              string            `json:"target"`
 	AutoStopInterval    int               `json:"autoStopInterval"`
 	AutoArchiveInterval int               `json:"autoArchiveInterval"`
 	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
@@ -41,7 +42,7 @@ func (s *Server) viewLocked(sb *sandbox) SandboxView {
 	v := SandboxView{
 		ID: sb.id, Name: sb.name, State: sb.reportedState(), StoredState: sb.state, DesiredState: sb.desired,
 		Recoverable: sb.recoverable, Labels: maps.Clone(sb.labels), Snapshot: sb.snapshotName,
-		AutoStopInterval: sb.autoStop, AutoArchiveInterval: sb.autoArchive, AutoDeleteInterval: sb.autoDelete,
+		Target: sb.target, AutoStopInterval: sb.autoStop, AutoArchiveInterval: sb.autoArchive, AutoDeleteInterval: sb.autoDelete,
 		LastActivityAt: sb.lastActivityAt, Dir: sb.dir, HomeDir: sb.home,
 		Processes: liveMembers(procSessions(sb.procs)), Sessions: len(sb.sessions), PTYs: len(sb.ptys),
 	}

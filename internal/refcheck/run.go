@@ -434,6 +434,7 @@ func (e *emulatorEnv) sandboxesLine() ([]byte, error) {
 		State               string            `json:"state"`
 		Labels              map[string]string `json:"labels"`
 		Snapshot            string            `json:"snapshot"`
+		Target              string            `json:"target"`
 		AutoStopInterval    int               `json:"autoStopInterval"`
 		AutoArchiveInterval int               `json:"autoArchiveInterval"`
 		AutoDeleteInterval  int               `json:"autoDeleteInterval"`
@@ -443,7 +444,7 @@ func (e *emulatorEnv) sandboxesLine() ([]byte, error) {
 	list := make([]view, 0, len(views))
 	for _, v := range views {
 		list = append(list, view{Name: v.Name, State: v.State, Labels: v.Labels, Snapshot: v.Snapshot,
-			AutoStopInterval: v.AutoStopInterval, AutoArchiveInterval: v.AutoArchiveInterval,
+			Target: v.Target, AutoStopInterval: v.AutoStopInterval, AutoArchiveInterval: v.AutoArchiveInterval,
 			AutoDeleteInterval: v.AutoDeleteInterval, Processes: v.Processes, Sessions: v.Sessions})
 	}
 	return json.Marshal(map[string]any{"sandboxes": list})
