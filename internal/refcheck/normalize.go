@@ -16,6 +16,9 @@ var (
 	// The emulator's SSH and preview tokens: 32 random letters and digits.
 	tokenPattern = regexp.MustCompile(`\b[A-Za-z0-9]{32}\b`)
 	hex64Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// A template capture without a label names its snapshot
+	// paperclip-<environmentId>-<the first 8 hex digits of a random UUID>.
+	fallbackTemplatePattern = regexp.MustCompile(`^(paperclip-.*-)[0-9a-f]{8}$`)
 	// A port in a loopback URL that is no side's emulator (a closed port the
 	// scenario chose) stays; the emulators' are replaced by name first.
 )
@@ -79,6 +82,10 @@ func (r *replacer) normalize(v any) any {
 			}
 			if str, ok := x.(string); ok && derivedKeys[k] && hex64Pattern.MatchString(str) {
 				v[k] = "<hex64>"
+				continue
+			}
+			if str, ok := x.(string); ok && k == "templateRef" && fallbackTemplatePattern.MatchString(str) {
+				v[k] = fallbackTemplatePattern.ReplaceAllString(str, "${1}<hex8>")
 				continue
 			}
 			v[k] = r.normalize(x)

@@ -31,11 +31,13 @@ func TestNormalizeReplacesEachSidesVolatileValues(t *testing.T) {
 	v := r.normalize(decode(t, `{"result":{"metadata":{"remoteCwd":"/tmp/refcheck-emulator-123/sandboxes/0b7a1c9e-1111-4222-8333-944455556666/home",
 		"url":"http://127.0.0.1:4242/api/sandbox","at":"2026-01-02T03:04:05.678Z","durationMs":17,"getDurationMs":0,"exitCode":0,"n":1.0},
 		"command":"ssh KcHnxnG50oOYH47j9VwMS0uMxUCMBznB@ssh.app.daytona.io","generation":"19a4200e891868925147b9200e12642dafee936d53040dd1c71dcb9bd2f8e5ac",
-		"token":"ae30b260a6ccc0efcb8f8ee50175527b930500b02a45225547bbe9081eeb1226"}}`))
+		"token":"ae30b260a6ccc0efcb8f8ee50175527b930500b02a45225547bbe9081eeb1226",
+		"templateRef":"paperclip-env-1-7bf62915","other":{"templateRef":"my-template-7bf62915"}}}`))
 	want := decode(t, `{"result":{"metadata":{"remoteCwd":"${EMULATOR_ROOT}/sandboxes/<uuid>/home",
 		"url":"${DAYTONA_API_URL}/sandbox","at":"<iso8601>","durationMs":"<ms>","getDurationMs":"<ms>","exitCode":0,"n":1.0},
 		"command":"ssh <token>@ssh.app.daytona.io","generation":"<hex64>",
-		"token":"ae30b260a6ccc0efcb8f8ee50175527b930500b02a45225547bbe9081eeb1226"}}`)
+		"token":"ae30b260a6ccc0efcb8f8ee50175527b930500b02a45225547bbe9081eeb1226",
+		"templateRef":"paperclip-env-1-<hex8>","other":{"templateRef":"my-template-7bf62915"}}}`)
 	assert.Empty(t, diffOutputs([]any{want}, []any{v}))
 }
 
