@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/paperclipai/daytona-worker/internal/rawjson"
 	"github.com/paperclipai/daytona-worker/protocol"
@@ -16,7 +17,9 @@ import (
 func describeDecodeError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
-		field := typeErr.Field
+		// encoding/json names a member of an embedded struct with the
+		// struct's Go name in front ("DriverBaseParams.companyId").
+		field := strings.ReplaceAll(typeErr.Field, "DriverBaseParams.", "")
 		if field == "" {
 			return fmt.Errorf("params must be %s, not a JSON %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 		}
@@ -242,4 +245,35 @@ func keyOnlyBase(obj map[string]json.RawMessage) {
 	for _, k := range baseValueKeys {
 		stringifyMember(obj, k)
 	}
+}
+
+// leaseIDMember brings a provider lease id into the form the handlers
+// decode, as the plugin reads it: a falsy one (0, false, "", null) means no
+// lease (`if (!params.providerLeaseId)`), and a number or a boolean is only
+// ever interpolated (the SDK's `encodeURIComponent(String(id))`, the
+// messages' template literals), so it reads as its String() form. Daytona's
+// ids are UUIDs: the lookup of such a text finds no sandbox, or one of that
+// name whose id differs, which the handle check refuses in both workers.
+func leaseIDMember(obj map[string]json.RawMessage, key string) {
+	falsyAsNull(obj, key)
+	switch jsonKindOf(obj[key]) {
+	case "number", "bool":
+		stringifyMember(obj, key)
+	}
+}
+
+// jsTemplateText is `${value}` of a raw member: "undefined" when absent,
+// "null" for null, else String(value).
+func jsTemplateText(raw json.RawMessage) string {
+	switch jsonKindOf(raw) {
+	case "":
+		return "undefined"
+	case "null":
+		return "null"
+	}
+	v, ok := decodeJS(raw)
+	if !ok {
+		return ""
+	}
+	return jsString(v)
 }

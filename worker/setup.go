@@ -179,9 +179,22 @@ func withSetupSourceTemplate(cfg DriverConfig, p protocol.StartInteractiveSetupP
 	case protocol.TemplateKindSnapshot:
 		cfg.Snapshot, cfg.Image = &ref, nil
 	default:
-		return cfg, fmt.Errorf("Daytona interactive setup can start from image or snapshot templates only, not %s.", kind)
+		return cfg, errSetupTemplateKind(kind)
 	}
 	return cfg, nil
+}
+
+func errSetupTemplateKind(kind string) error {
+	return fmt.Errorf("Daytona interactive setup can start from image or snapshot templates only, not %s.", kind)
+}
+
+// prepareSetupLeaseParams reads the params of a setup poll or cancel as
+// the plugin does: the base members are only cache keys, and a falsy
+// providerLeaseId means the setup was never recorded.
+func prepareSetupLeaseParams(obj map[string]json.RawMessage) error {
+	keyOnlyBase(obj)
+	leaseIDMember(obj, "providerLeaseId")
+	return nil
 }
 
 // startInteractiveSetup creates a setup sandbox (labelled with the session
@@ -191,12 +204,37 @@ func withSetupSourceTemplate(cfg DriverConfig, p protocol.StartInteractiveSetupP
 // looked up by its attempt name and deleted.
 func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.StartInteractiveSetupParams
-	if err := decodeParams(protocol.MethodEnvironmentStartInteractiveSetup, raw, &p); err != nil {
+	var badKind *string // a kind that is no string, as String() renders it
+	err := decodeDriverParams(protocol.MethodEnvironmentStartInteractiveSetup, raw, &p, func(obj map[string]json.RawMessage) error {
+		// companyId and environmentId become labels, which Daytona takes
+		// as strings only; the driver key is only part of cache keys.
+		stringifyMember(obj, "driverKey")
+		// The session label is set only for a truthy sessionId.
+		falsyAsNull(obj, "sessionId")
+		// A falsy sourceTemplateRef means no template: its kind is never
+		// read. Another kind than a string is refused with its String().
+		falsyAsNull(obj, "sourceTemplateRef")
+		if jsonKindOf(obj["sourceTemplateRef"]) == "null" {
+			delete(obj, "sourceTemplateKind")
+		}
+		switch k := obj["sourceTemplateKind"]; jsonKindOf(k) {
+		case "", "null", "string":
+		default:
+			text := jsTemplateText(k)
+			badKind = &text
+			delete(obj, "sourceTemplateKind")
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	_, cfg, err := decodeConfig(protocol.MethodEnvironmentStartInteractiveSetup, p.Config)
 	if err != nil {
 		return nil, err
+	}
+	if badKind != nil {
+		return nil, errSetupTemplateKind(*badKind)
 	}
 	cfg, err = withSetupSourceTemplate(cfg, p)
 	if err != nil {
@@ -355,7 +393,7 @@ func missingSetup() protocol.InteractiveSetupSession {
 // exists is `missing`.
 func (w *Worker) getInteractiveSetup(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.GetInteractiveSetupParams
-	if err := decodeParams(protocol.MethodEnvironmentGetInteractiveSetup, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodEnvironmentGetInteractiveSetup, raw, &p, prepareSetupLeaseParams); err != nil {
 		return nil, err
 	}
 	_, cfg, err := decodeConfig(protocol.MethodEnvironmentGetInteractiveSetup, p.Config)
@@ -429,7 +467,7 @@ func rawOrNull(raw json.RawMessage) json.RawMessage {
 // when there was nothing to delete.
 func (w *Worker) cancelInteractiveSetup(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.CancelInteractiveSetupParams
-	if err := decodeParams(protocol.MethodEnvironmentCancelInteractiveSetup, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodEnvironmentCancelInteractiveSetup, raw, &p, prepareSetupLeaseParams); err != nil {
 		return nil, err
 	}
 	_, cfg, err := decodeConfig(protocol.MethodEnvironmentCancelInteractiveSetup, p.Config)

@@ -104,7 +104,26 @@ type captureMetadata struct {
 // capture that fails leaves no snapshot of its own behind.
 func (w *Worker) captureTemplate(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.CaptureTemplateParams
-	if err := decodeParams(protocol.MethodEnvironmentCaptureTemplate, raw, &p); err != nil {
+	// The fallback name interpolates environmentId as it is sent
+	// ("paperclip-undefined-…" without one); elsewhere the base members
+	// are only cache keys.
+	envText := ""
+	// The label is read (and a label that is no string refused) only once
+	// the sandbox has been found, as the plugin reads it.
+	var labelErr error
+	err := decodeDriverParams(protocol.MethodEnvironmentCaptureTemplate, raw, &p, func(obj map[string]json.RawMessage) error {
+		envText = jsTemplateText(obj["environmentId"])
+		keyOnlyBase(obj)
+		leaseIDMember(obj, "providerLeaseId")
+		switch jsonKindOf(obj["templateLabel"]) {
+		case "", "null", "string":
+		default:
+			labelErr = protocol.InvalidParams(protocol.MethodEnvironmentCaptureTemplate, errors.New("params.templateLabel must be a string"))
+			delete(obj, "templateLabel")
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	_, cfg, err := decodeConfig(protocol.MethodEnvironmentCaptureTemplate, p.Config)
@@ -123,11 +142,14 @@ func (w *Worker) captureTemplate(ctx context.Context, raw json.RawMessage) (any,
 		if err != nil {
 			return nil, err
 		}
+		if labelErr != nil {
+			return nil, labelErr
+		}
 		suffix := w.newID()
 		if len(suffix) > 8 {
 			suffix = suffix[:8]
 		}
-		ref := sanitizeSnapshotName(p.TemplateLabel, "paperclip-"+p.EnvironmentID+"-"+suffix)
+		ref := sanitizeSnapshotName(p.TemplateLabel, "paperclip-"+envText+"-"+suffix)
 		timeoutMs := captureTimeoutMs(p.TimeoutMs, cfg.TimeoutMs)
 		if err := w.captureSnapshot(ctx, s, sc.account, ref, timeoutMs); err != nil {
 			return nil, err
@@ -373,15 +395,35 @@ func (c *capture) reap(ctx context.Context) bool {
 // going) counts as deleted, so a retried delete succeeds.
 func (w *Worker) deleteTemplate(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.DeleteTemplateParams
-	if err := decodeParams(protocol.MethodEnvironmentDeleteTemplate, raw, &p); err != nil {
+	var badKind *string // a kind that is no string, as String() renders it
+	err := decodeDriverParams(protocol.MethodEnvironmentDeleteTemplate, raw, &p, func(obj map[string]json.RawMessage) error {
+		keyOnlyBase(obj)
+		switch k := obj["templateKind"]; jsonKindOf(k) {
+		case "", "null", "string":
+		default:
+			text := jsTemplateText(k)
+			badKind = &text
+			delete(obj, "templateKind")
+		}
+		// The SDK looks the snapshot up by String(templateRef).
+		switch jsonKindOf(obj["templateRef"]) {
+		case "number", "bool":
+			stringifyMember(obj, "templateRef")
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	kind := protocol.TemplateKindSnapshot
 	if p.TemplateKind != nil {
 		kind = *p.TemplateKind
 	}
-	if kind != protocol.TemplateKindSnapshot {
-		return nil, fmt.Errorf("Daytona can delete snapshot templates only, not %s.", kind)
+	switch {
+	case badKind != nil: // never === "snapshot", whatever its String()
+		return nil, errDeleteTemplateKind(*badKind)
+	case kind != protocol.TemplateKindSnapshot:
+		return nil, errDeleteTemplateKind(kind)
 	}
 	_, cfg, err := decodeConfig(protocol.MethodEnvironmentDeleteTemplate, p.Config)
 	if err != nil {
@@ -410,6 +452,10 @@ func (w *Worker) deleteTemplate(ctx context.Context, raw json.RawMessage) (any, 
 		return nil, err
 	}
 	return result, nil
+}
+
+func errDeleteTemplateKind(kind string) error {
+	return fmt.Errorf("Daytona can delete snapshot templates only, not %s.", kind)
 }
 
 type deleteMetadata struct {

@@ -1,0 +1,171 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/rpc"
+)
+
+// oddParamsCase is one call with params of an odd shape and what the
+// plugin answers to it (taken from the Node reference worker, see
+// testdata/refcheck/odd-params-*.jsonl): the JSON of the result, checked
+// member by member where want names members, or the error message.
+type oddParamsCase struct {
+	name   string
+	method string
+	params string // members after the base ones; ${SETUP}, ${LEASE}, ${CWD} are replaced
+	noBase bool   // params are only what params says
+	want   map[string]any
+	err    string
+}
+
+// oddParamsWorld is a worker with an interactive setup sandbox and a lease
+// on an emulator.
+type oddParamsWorld struct {
+	w     *Worker
+	base  string
+	vars  *strings.Replacer
+	setup string
+}
+
+func newOddParamsWorld(t *testing.T) *oddParamsWorld {
+	t.Helper()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	o := &oddParamsWorld{w: w, base: fmt.Sprintf(`"driverKey":"daytona","companyId":"c","environmentId":"e","config":{"apiKey":%q,"apiUrl":%q,"timeoutMs":60000}`, env.APIKey, env.APIURL)}
+	res, err := w.Handle(context.Background(), requestOf("environmentStartInteractiveSetup", `{`+o.base+`,"sessionId":"s"}`))
+	require.NoError(t, err)
+	o.setup = *res.(protocol.InteractiveSetupSession).ProviderLeaseID
+	lease := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	res, err = w.Handle(context.Background(), requestOf("environmentRealizeWorkspace", `{`+lease.base+`,"lease":{"providerLeaseId":"`+lease.id+`"},"workspace":{}}`))
+	require.NoError(t, err)
+	cwd, _ := json.Marshal(res)
+	var realized struct{ Cwd string }
+	require.NoError(t, json.Unmarshal(cwd, &realized))
+	o.vars = strings.NewReplacer("${SETUP}", o.setup, "${LEASE}", lease.id, "${CWD}", realized.Cwd)
+	return o
+}
+
+func (o *oddParamsWorld) run(t *testing.T, tests []oddParamsCase) {
+	t.Helper()
+	for _, tt := range tests {
+		params := o.vars.Replace(tt.params)
+		if !tt.noBase {
+			params = `{` + o.base + `,` + params + `}`
+		}
+		res, err := o.w.Handle(context.Background(), &rpc.Request{Method: tt.method, Params: json.RawMessage(params)})
+		if tt.err != "" {
+			assert.EqualError(t, err, tt.err, tt.name)
+			continue
+		}
+		if !assert.NoError(t, err, tt.name) {
+			continue
+		}
+		b, err := json.Marshal(res)
+		require.NoError(t, err, tt.name)
+		var got map[string]any
+		require.NoError(t, json.Unmarshal(b, &got), tt.name)
+		for path, want := range tt.want {
+			assert.Equal(t, want, lookupPath(got, path), "%s: %s in %s", tt.name, path, b)
+		}
+	}
+}
+
+// lookupPath reads a dotted path of object members ("" is the whole value).
+func lookupPath(v any, path string) any {
+	if path == "" {
+		return v
+	}
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		if v, ok = m[k]; !ok {
+			return "<absent>"
+		}
+	}
+	return v
+}
+
+var missingSetupResult = map[string]any{"status": "missing", "providerLeaseId": nil, "connectionPayload": nil}
+
+func TestSetupAndTemplateParamsAreReadAsThePluginReadsThem(t *testing.T) {
+	t.Parallel()
+	o := newOddParamsWorld(t)
+	const kindError = "Daytona interactive setup can start from image or snapshot templates only, not "
+	o.run(t, []oddParamsCase{
+		{name: "a falsy template ref leaves the kind unread", method: "environmentStartInteractiveSetup",
+			params: `"sessionId":"s2","sourceTemplateRef":"","sourceTemplateKind":5,"expiresAt":12345`,
+			want:   map[string]any{"status": "waiting_for_user", "expiresAt": float64(12345)}},
+		{name: "a falsy session id sets no label; a key-only driverKey may be a number", method: "environmentStartInteractiveSetup",
+			params: `"driverKey":7,"sessionId":0,"connectionExpiresInMinutes":0.5`,
+			want:   map[string]any{"status": "waiting_for_user", "connectionSummary.metadata.expiresInMinutes": float64(1)}},
+		{name: "a kind that is an array is never the snapshot kind", method: "environmentStartInteractiveSetup",
+			params: `"sessionId":"s","sourceTemplateRef":"snap","sourceTemplateKind":["snapshot"]`, err: kindError + "snapshot."},
+		{name: "a kind that is an object", method: "environmentStartInteractiveSetup",
+			params: `"sessionId":"s","sourceTemplateRef":"snap","sourceTemplateKind":{"kind":"image"}`, err: kindError + "[object Object]."},
+		{name: "a kind that is a number", method: "environmentStartInteractiveSetup",
+			params: `"sessionId":"s","sourceTemplateRef":"snap","sourceTemplateKind":1e21`, err: kindError + "1e+21."},
+
+		{name: "poll of lease 0", method: "environmentGetInteractiveSetup", params: `"providerLeaseId":0`, want: missingSetupResult},
+		{name: "poll of lease false", method: "environmentGetInteractiveSetup", params: `"providerLeaseId":false,"includeConnectionPayload":true`, want: missingSetupResult},
+		{name: "poll of a numeric lease looks up its String()", method: "environmentGetInteractiveSetup", params: `"providerLeaseId":123`, want: missingSetupResult},
+		{name: "poll whose key-only base members are of other types", method: "environmentGetInteractiveSetup",
+			params: `"driverKey":1,"companyId":2,"environmentId":null,"providerLeaseId":"${SETUP}","setupMetadata":"x"`,
+			want:   map[string]any{"status": "waiting_for_user", "providerLeaseId": o.setup}},
+
+		{name: "capture of lease false reads no label", method: "environmentCaptureTemplate",
+			params: `"providerLeaseId":false,"templateLabel":5`, err: msgCaptureNeedsLease},
+		{name: "capture of a numeric lease", method: "environmentCaptureTemplate",
+			params: `"providerLeaseId":123`, err: "Sandbox with ID or name 123 not found"},
+		{name: "capture of a found lease with a label that is no string", method: "environmentCaptureTemplate",
+			params: `"providerLeaseId":"${SETUP}","templateLabel":5`,
+			err:    "Invalid params for environmentCaptureTemplate: params.templateLabel must be a string"},
+
+		{name: "delete with a kind that is an array, before the config is read", method: "environmentDeleteTemplate", noBase: true,
+			params: `{"driverKey":"daytona","config":null,"templateRef":"x","templateKind":["snapshot"]}`,
+			err:    "Daytona can delete snapshot templates only, not snapshot."},
+		{name: "delete with a kind that is a number", method: "environmentDeleteTemplate",
+			params: `"templateRef":"x","templateKind":5`, err: "Daytona can delete snapshot templates only, not 5."},
+		{name: "delete of a numeric ref looks up its String()", method: "environmentDeleteTemplate",
+			params: `"templateRef":5,"reason":{"why":1},"metadata":"x"`,
+			want:   map[string]any{"deleted": true, "metadata.reason": map[string]any{"why": float64(1)}}},
+
+		{name: "cancel of lease 0", method: "environmentCancelInteractiveSetup", params: `"providerLeaseId":0,"reason":{"a":1}`,
+			want: map[string]any{"status": "missing", "metadata.reason": map[string]any{"a": float64(1)}}},
+		{name: "cancel of a numeric lease", method: "environmentCancelInteractiveSetup", params: `"providerLeaseId":123,"reason":"timed_out"`,
+			want: map[string]any{"status": "missing", "metadata.reason": "timed_out"}},
+	})
+}
+
+// A capture without environmentId interpolates it as JavaScript does.
+func TestCaptureFallbackNameInterpolatesEnvironmentID(t *testing.T) {
+	t.Parallel()
+	o := newOddParamsWorld(t)
+	for _, tt := range []struct{ member, prefix string }{
+		{``, "paperclip-undefined-"},
+		{`"environmentId":null,`, "paperclip-null-"},
+		{`"environmentId":42,`, "paperclip-42-"},
+	} {
+		params := strings.Replace(`{`+o.base+`,`+tt.member+`"providerLeaseId":"`+o.setup+`"}`, `"environmentId":"e",`, "", 1)
+		res, err := o.w.Handle(context.Background(), requestOf("environmentCaptureTemplate", params))
+		require.NoError(t, err, tt.member)
+		ref := res.(protocol.CaptureTemplateResult).TemplateRef
+		assert.True(t, strings.HasPrefix(ref, tt.prefix), "%s: %s", tt.member, ref)
+		_, err = o.w.Handle(context.Background(), requestOf("environmentDeleteTemplate", `{`+o.base+`,"templateRef":"`+ref+`"}`))
+		require.NoError(t, err)
+	}
+}
