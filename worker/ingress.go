@@ -39,14 +39,16 @@ var runnerIngressPath = sync.OnceValue(func() *regexp.Regexp {
 // start), not when Daytona rotates the preview credentials.
 func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.RunnerIngressEndpointParams
-	if err := decodeParams(protocol.MethodEnvironmentRunnerIngressEndpoint, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodEnvironmentRunnerIngressEndpoint, raw, &p, prepareIngressParams); err != nil {
 		return nil, err
 	}
 	if port, ok := rawJSONNumber(p.Port); !ok || port != runnerIngressPort {
 		return nil, errors.New(msgIngressPort)
 	}
-	var path string
-	if json.Unmarshal(p.Path, &path) != nil || !runnerIngressPath().MatchString(path) {
+	// The plugin tests and appends `${params.path}`: an array reads as its
+	// entries joined with commas.
+	path := jsTemplateText(p.Path)
+	if !runnerIngressPath().MatchString(path) {
 		return nil, errors.New(msgIngressPath)
 	}
 	if p.Lease == nil || p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
@@ -92,6 +94,21 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 			Generation:    w.ingress.generation(s.snapshot(), w.newID),
 		}, nil
 	})
+}
+
+// prepareIngressParams reads the ingress params as the plugin does: the
+// base members are only cache keys; of the lease only providerLeaseId is
+// read, through `params.lease.providerLeaseId`, so a lease that is no object
+// has none.
+func prepareIngressParams(obj map[string]json.RawMessage) error {
+	keyOnlyBase(obj)
+	onlyKind(obj, "lease", "object")
+	nested(obj, "lease", func(lease map[string]json.RawMessage) {
+		leaseIDMember(lease, "providerLeaseId")
+		delete(lease, "metadata")
+		delete(lease, "expiresAt")
+	})
+	return nil
 }
 
 // previewWebsocketURL turns a private preview link into the runner's

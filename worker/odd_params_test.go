@@ -169,3 +169,32 @@ func TestCaptureFallbackNameInterpolatesEnvironmentID(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+func TestIngressAndSyncParamsAreReadAsThePluginReadsThem(t *testing.T) {
+	t.Parallel()
+	o := newOddParamsWorld(t)
+	o.run(t, []oddParamsCase{
+		{name: "a path given as an array of one string; lease members the plugin never reads", method: "environmentRunnerIngressEndpoint",
+			params: `"driverKey":1,"lease":{"providerLeaseId":"${LEASE}","metadata":"x","expiresAt":5},"port":43127.0,"path":["/api/runner/v1/connect/run-1"]`,
+			want:   map[string]any{"kind": "authenticated_websocket"}},
+		{name: "a lease that is a string has no providerLeaseId", method: "environmentRunnerIngressEndpoint",
+			params: `"lease":"x","port":43127,"path":"/api/runner/v1/connect/run-1"`, err: msgIngressNeedsLease},
+		{name: "a lease that is an array", method: "environmentRunnerIngressEndpoint",
+			params: `"lease":["x"],"port":43127,"path":"/api/runner/v1/connect/run-1"`, err: msgIngressNeedsLease},
+		{name: "a falsy lease id, before the config is read", method: "environmentRunnerIngressEndpoint", noBase: true,
+			params: `{"config":null,"lease":{"providerLeaseId":false},"port":43127,"path":"/api/runner/v1/connect/run-1"}`, err: msgIngressNeedsLease},
+		{name: "a numeric lease id", method: "environmentRunnerIngressEndpoint",
+			params: `"lease":{"providerLeaseId":123},"port":43127,"path":"/api/runner/v1/connect/run-1"`, err: "Sandbox with ID or name 123 not found"},
+
+		{name: "sync in, a lease that is a string", method: "environmentSyncIn", params: `"lease":"x","operations":[]`, err: msgSyncInNoLease},
+		{name: "sync in, lease id 0", method: "environmentSyncIn",
+			params: `"lease":{"providerLeaseId":0,"metadata":{"remoteCwd":"${CWD}"}},"operations":[]`, err: msgSyncInNoLease},
+		{name: "sync out, metadata that is a string", method: "environmentSyncOut",
+			params: `"lease":{"providerLeaseId":"${LEASE}","metadata":"x"},"operations":[]`, err: msgSyncNoRemoteDir},
+		{name: "sync out, a numeric lease id", method: "environmentSyncOut",
+			params: `"lease":{"providerLeaseId":123,"metadata":{"remoteCwd":"${CWD}"}},"operations":[]`, err: msgSandboxNotFound},
+		{name: "sync in, an expiresAt the plugin never reads, key-only members of other types", method: "environmentSyncIn",
+			params: `"driverKey":5,"companyId":["c"],"lease":{"providerLeaseId":"${LEASE}","metadata":{"remoteCwd":"${CWD}"},"expiresAt":1700000000000},"operations":[]`,
+			want:   map[string]any{"operations": []any{}}},
+	})
+}

@@ -49,7 +49,7 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		method, noLease = protocol.MethodEnvironmentSyncIn, msgSyncInNoLease
 	}
 	var p protocol.SyncParams
-	if err := decodeParams(method, raw, &p); err != nil {
+	if err := decodeDriverParams(method, raw, &p, prepareSyncParams); err != nil {
 		return nil, err
 	}
 	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
@@ -107,6 +107,21 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		}
 		return res, nil
 	})
+}
+
+// prepareSyncParams reads the sync params as the plugin does: the base
+// members are only cache keys; of the lease it reads providerLeaseId and
+// metadata?.remoteCwd (a lease or metadata that is no object has none) and
+// nothing else.
+func prepareSyncParams(obj map[string]json.RawMessage) error {
+	keyOnlyBase(obj)
+	onlyKind(obj, "lease", "object")
+	nested(obj, "lease", func(lease map[string]json.RawMessage) {
+		leaseIDMember(lease, "providerLeaseId")
+		onlyKind(lease, "metadata", "object")
+		delete(lease, "expiresAt")
+	})
+	return nil
 }
 
 // isLoopbackURL reports whether the toolbox (its proxy URL, else the API
