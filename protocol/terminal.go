@@ -1,5 +1,7 @@
 package protocol
 
+import "encoding/json"
+
 // LoginPtyOpenParams are the params of loginPtyOpen.
 type LoginPtyOpenParams struct {
 	HostRouteID     string `json:"hostRouteId"`
@@ -27,15 +29,14 @@ type LoginPtyStopParams struct {
 	WorkerSessionID string `json:"workerSessionId"`
 }
 
-// LoginPtyCloseParams are the params of loginPtyClose; HostRouteID is the key.
-type LoginPtyCloseParams struct {
-	HostRouteID     string `json:"hostRouteId"`
-	WorkerSessionID string `json:"workerSessionId,omitempty"`
-}
+// loginPtyClose's params are {hostRouteId, workerSessionId?}; the route id
+// is the key, the session id is never read.
 
-// LoginPtyCloseResult acknowledges loginPtyClose with the same route id.
+// LoginPtyCloseResult acknowledges loginPtyClose with the route id exactly
+// as the close sent it (the plugin echoes any JSON value; left out when the
+// close had none).
 type LoginPtyCloseResult struct {
-	HostRouteID string `json:"hostRouteId"`
+	HostRouteID json.RawMessage `json:"hostRouteId,omitempty"`
 }
 
 // LoginPtyOutput is the payload of the loginPty.output notification.
@@ -82,17 +83,15 @@ type DuplexChannelStopParams struct {
 	WorkerSessionID string `json:"workerSessionId"`
 }
 
-// DuplexChannelCloseParams are the params of duplexChannelClose.
-type DuplexChannelCloseParams struct {
-	HostRouteID     string `json:"hostRouteId"`
-	WorkerSessionID string `json:"workerSessionId,omitempty"`
-}
+// duplexChannelClose's params are {hostRouteId, workerSessionId?}, as for
+// loginPtyClose.
 
-// DuplexChannelCloseResult acknowledges duplexChannelClose; WorkerSessionID is
-// the bound session, absent for a route that never bound.
+// DuplexChannelCloseResult acknowledges duplexChannelClose with the route id
+// as the close sent it (see LoginPtyCloseResult); WorkerSessionID is the
+// bound session, absent for a route that never bound.
 type DuplexChannelCloseResult struct {
-	HostRouteID     string `json:"hostRouteId"`
-	WorkerSessionID string `json:"workerSessionId,omitempty"`
+	HostRouteID     json.RawMessage `json:"hostRouteId,omitempty"`
+	WorkerSessionID string          `json:"workerSessionId,omitempty"`
 }
 
 // DuplexChannelData is the payload of duplexChannel.data; Chunk is base64.

@@ -198,3 +198,64 @@ func TestIngressAndSyncParamsAreReadAsThePluginReadsThem(t *testing.T) {
 			want:   map[string]any{"operations": []any{}}},
 	})
 }
+
+// A close is acknowledged with hostRouteId exactly as the host sent it,
+// whatever its type, and never refused for the shape of its ids: the host
+// retires a worker whose acknowledgement does not match what it sent.
+func TestTerminalClosesEchoTheRouteAsSent(t *testing.T) {
+	t.Parallel()
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	for _, method := range []string{"loginPtyClose", "duplexChannelClose"} {
+		for params, want := range map[string]string{
+			`{"hostRouteId":5}`:  `{"hostRouteId":5}`,
+			`{"hostRouteId":""}`: `{"hostRouteId":""}`,
+			`{}`:                 `{}`,
+			`{"hostRouteId":null,"workerSessionId":5}`:        `{"hostRouteId":null}`,
+			`{"hostRouteId":["d-1"]}`:                         `{"hostRouteId":["d-1"]}`,
+			`{"hostRouteId":"r-1","workerSessionId":5,"x":1}`: `{"hostRouteId":"r-1"}`,
+			`{"hostRouteId":"r-2","workerSessionId":null}`:    `{"hostRouteId":"r-2"}`,
+			`"x"`: `{}`,
+			`[1]`: `{}`,
+		} {
+			res, err := w.Handle(context.Background(), requestOf(method, params))
+			require.NoError(t, err, "%s %s", method, params)
+			b, err := json.Marshal(res)
+			require.NoError(t, err)
+			assert.JSONEq(t, want, string(b), "%s %s", method, params)
+		}
+		_, err := w.Handle(context.Background(), requestOf(method, ``))
+		assert.Error(t, err, "%s without params: the plugin's read throws", method)
+	}
+}
+
+// Ids that are no strings match no terminal; an open whose lease id is
+// falsy or a number finds no sandbox.
+func TestTerminalIDsThatAreNoStringsMatchNothing(t *testing.T) {
+	t.Parallel()
+	// No DAYTONA_API_KEY: an open of an unknown lease looks it up nowhere.
+	w := New(discardHost{}, Options{Logger: zerolog.Nop(), Getenv: func(string) string { return "" }})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	const home = `"sessionHome":"/tmp/paperclip-adapter-login/0b7a1c9e-1111-4222-8333-944455556666"`
+	tests := []struct{ method, params, err string }{
+		{"loginPtyInput", `{"workerSessionId":5,"data":"abc"}`, `Daytona login pseudo-terminal: session "" is not open`},
+		{"loginPtyStop", `{"workerSessionId":["pty-x"]}`, `Daytona login pseudo-terminal: session "" is not open`},
+		{"duplexChannelWrite", `{"hostRouteId":1,"workerSessionId":2,"data":"aGk="}`, `Daytona duplex channel: route "" with session "" is not open`},
+		{"duplexChannelStop", `{"hostRouteId":1,"workerSessionId":null}`, `Daytona duplex channel: route "" with session "" is not open`},
+		{"loginPtyOpen", `{"hostRouteId":"r-9","providerLeaseId":0,"loginCommandKey":"claude",` + home + `}`, msgNoLoginSandbox},
+		{"loginPtyOpen", `{"hostRouteId":"r-10","driverKey":1,"companyId":2,"environmentId":null,"providerLeaseId":123,"loginCommandKey":"claude",` + home + `}`, msgNoLoginSandbox},
+		{"loginPtyOpen", `{"hostRouteId":"r-11","providerLeaseId":"x","loginCommandKey":["claude"],` + home + `}`, "LOGIN_PTY_DESCRIPTOR_REJECTED"},
+		{"duplexChannelOpen", `{"hostRouteId":"d-9","providerLeaseId":false,"command":["cat"]}`, msgNoDuplexSandbox},
+		// Row terminal-route-not-a-string: the SDK would drop every
+		// notification of such a route.
+		{"loginPtyOpen", `{"hostRouteId":5,"providerLeaseId":"x","loginCommandKey":"claude",` + home + `}`,
+			"Invalid params for loginPtyOpen: params.hostRouteId must be a string, not a JSON number"},
+		{"duplexChannelOpen", `{"hostRouteId":"","providerLeaseId":"x","command":["cat"]}`,
+			"Invalid params for duplexChannelOpen: params.hostRouteId must be a non-empty string"},
+		{"duplexChannelOpen", `{"hostRouteId":"d-10","companyId":2,"providerLeaseId":7,"command":["cat"]}`, msgNoDuplexSandbox},
+	}
+	for _, tt := range tests {
+		_, err := w.Handle(context.Background(), requestOf(tt.method, tt.params))
+		assert.EqualError(t, err, tt.err, "%s %s", tt.method, tt.params)
+	}
+}

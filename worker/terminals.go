@@ -255,9 +255,62 @@ func requireRouteID(method, id string) error {
 	return nil
 }
 
+// The plugin reads a terminal method's members without checking their
+// types. The helpers below bring them into the shape the handlers decode,
+// doing what the plugin does with each (see differences.txt,
+// wrong-param-types): params absent or null are refused (its read throws);
+// params of another kind have none of the members it reads.
+
+// prepareTerminalOpen reads an open's members as the plugin does: of the
+// scope only the provider lease id is read (falsy: no sandbox resolves; a
+// number: its String(), which no cached sandbox's id equals), the other
+// base members only match labels after a restart (row terminal-after-restart),
+// and a login descriptor member that is no string fails the descriptor check.
+func prepareTerminalOpen(obj map[string]json.RawMessage) error {
+	keyOnlyBase(obj)
+	leaseIDMember(obj, "providerLeaseId")
+	emptyUnlessString(obj, "loginCommandKey", "sessionHome")
+	return nil
+}
+
+// emptyUnlessString replaces members that are no string with "": ids the
+// plugin looks entries up by (a Map whose keys are strings, an exact ===),
+// which then match nothing, as no entry has an empty id.
+func emptyUnlessString(obj map[string]json.RawMessage, keys ...string) {
+	for _, k := range keys {
+		if v, ok := obj[k]; ok && jsonKindOf(v) != "string" {
+			obj[k] = json.RawMessage(`""`)
+		}
+	}
+}
+
+// terminalPairParams reads the ids of an input, write or stop.
+func terminalPairParams(obj map[string]json.RawMessage) error {
+	emptyUnlessString(obj, "hostRouteId", "workerSessionId")
+	return nil
+}
+
+// closeRoute reads a close's route: the echo, and the id to close by
+// ("" when it is no string: the plugin's Map lookup finds nothing then).
+// The plugin echoes hostRouteId as it was sent, whatever its type, and
+// never reads workerSessionId: the host confirms the close by comparing
+// the echo with what it sent, and retires a worker whose acknowledgement
+// does not match, so a close is never refused for the shape of its ids.
+func closeRoute(method string, raw json.RawMessage) (echo json.RawMessage, id string, err error) {
+	obj, err := paramsObject(method, raw)
+	if err != nil {
+		return nil, "", err
+	}
+	echo = obj["hostRouteId"]
+	if jsonKindOf(echo) == "string" {
+		_ = json.Unmarshal(echo, &id)
+	}
+	return echo, id, nil
+}
+
 func (w *Worker) loginPtyOpen(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.LoginPtyOpenParams
-	if err := decodeParams(protocol.MethodLoginPtyOpen, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodLoginPtyOpen, raw, &p, prepareTerminalOpen); err != nil {
 		return nil, err
 	}
 	if err := requireRouteID(protocol.MethodLoginPtyOpen, p.HostRouteID); err != nil {
@@ -282,7 +335,7 @@ func (w *Worker) loginPtyOpen(ctx context.Context, raw json.RawMessage) (any, er
 
 func (w *Worker) loginPtyInput(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.LoginPtyInputParams
-	if err := decodeParams(protocol.MethodLoginPtyInput, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodLoginPtyInput, raw, &p, terminalPairParams); err != nil {
 		return nil, err
 	}
 	return nil, w.ptys.LoginInput(ctx, p.WorkerSessionID, []byte(p.Data))
@@ -290,7 +343,7 @@ func (w *Worker) loginPtyInput(ctx context.Context, raw json.RawMessage) (any, e
 
 func (w *Worker) loginPtyStop(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.LoginPtyStopParams
-	if err := decodeParams(protocol.MethodLoginPtyStop, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodLoginPtyStop, raw, &p, terminalPairParams); err != nil {
 		return nil, err
 	}
 	return nil, w.ptys.LoginStop(ctx, p.WorkerSessionID)
@@ -299,20 +352,19 @@ func (w *Worker) loginPtyStop(ctx context.Context, raw json.RawMessage) (any, er
 // loginPtyClose closes by the route id and always acknowledges it: the host
 // retires a worker whose close it cannot confirm.
 func (w *Worker) loginPtyClose(_ context.Context, raw json.RawMessage) (any, error) {
-	var p protocol.LoginPtyCloseParams
-	if err := decodeParams(protocol.MethodLoginPtyClose, raw, &p); err != nil {
+	echo, id, err := closeRoute(protocol.MethodLoginPtyClose, raw)
+	if err != nil {
 		return nil, err
 	}
-	if err := requireRouteID(protocol.MethodLoginPtyClose, p.HostRouteID); err != nil {
-		return nil, err
+	if id != "" {
+		w.ptys.LoginClose(id)
 	}
-	w.ptys.LoginClose(p.HostRouteID)
-	return protocol.LoginPtyCloseResult{HostRouteID: p.HostRouteID}, nil
+	return protocol.LoginPtyCloseResult{HostRouteID: echo}, nil
 }
 
 func (w *Worker) duplexChannelOpen(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.DuplexChannelOpenParams
-	if err := decodeParams(protocol.MethodDuplexChannelOpen, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodDuplexChannelOpen, raw, &p, prepareTerminalOpen); err != nil {
 		return nil, err
 	}
 	if err := requireRouteID(protocol.MethodDuplexChannelOpen, p.HostRouteID); err != nil {
@@ -336,7 +388,7 @@ func (w *Worker) duplexChannelOpen(ctx context.Context, raw json.RawMessage) (an
 // only when they are well-formed base64 within the host's write limit.
 func (w *Worker) duplexChannelWrite(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.DuplexChannelWriteParams
-	if err := decodeParams(protocol.MethodDuplexChannelWrite, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodDuplexChannelWrite, raw, &p, terminalPairParams); err != nil {
 		return nil, err
 	}
 	data, ok := protocol.DecodeChannelBytes(p.Data)
@@ -354,7 +406,7 @@ func (w *Worker) duplexChannelWrite(ctx context.Context, raw json.RawMessage) (a
 
 func (w *Worker) duplexChannelStop(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.DuplexChannelStopParams
-	if err := decodeParams(protocol.MethodDuplexChannelStop, raw, &p); err != nil {
+	if err := decodeDriverParams(protocol.MethodDuplexChannelStop, raw, &p, terminalPairParams); err != nil {
 		return nil, err
 	}
 	return nil, w.ptys.DuplexStop(ctx, pty.Route{HostRouteID: p.HostRouteID, SessionID: p.WorkerSessionID})
@@ -365,15 +417,15 @@ func (w *Worker) duplexChannelStop(ctx context.Context, raw json.RawMessage) (an
 // teardown may have ended it first): the host retires a worker whose
 // acknowledgement lacks it.
 func (w *Worker) duplexChannelClose(_ context.Context, raw json.RawMessage) (any, error) {
-	var p protocol.DuplexChannelCloseParams
-	if err := decodeParams(protocol.MethodDuplexChannelClose, raw, &p); err != nil {
+	echo, id, err := closeRoute(protocol.MethodDuplexChannelClose, raw)
+	if err != nil {
 		return nil, err
 	}
-	if err := requireRouteID(protocol.MethodDuplexChannelClose, p.HostRouteID); err != nil {
-		return nil, err
+	ack := protocol.DuplexChannelCloseResult{HostRouteID: echo}
+	if id != "" {
+		ack.WorkerSessionID = w.ptys.DuplexClose(id)
 	}
-	sid := w.ptys.DuplexClose(p.HostRouteID)
-	return protocol.DuplexChannelCloseResult{HostRouteID: p.HostRouteID, WorkerSessionID: sid}, nil
+	return ack, nil
 }
 
 // closeLeaseTerminals closes the login PTYs and duplex channels of a lease.
