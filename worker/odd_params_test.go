@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -258,4 +260,38 @@ func TestTerminalIDsThatAreNoStringsMatchNothing(t *testing.T) {
 		_, err := w.Handle(context.Background(), requestOf(tt.method, tt.params))
 		assert.EqualError(t, err, tt.err, "%s %s", tt.method, tt.params)
 	}
+}
+
+// Inside a sync's operations the plugin does arithmetic on `mode` and a
+// post-upload command's `timeoutMs` (so a numeric string works) and tests
+// `followSymlinks` for truthiness; `operations` itself must be iterable.
+func TestSyncOperationMembersAreCoercedAsThePluginDoes(t *testing.T) {
+	t.Parallel()
+	o := newOddParamsWorld(t)
+	src := filepath.Join(t.TempDir(), "auth.json")
+	require.NoError(t, os.WriteFile(src, []byte("secret"), 0o644))
+	dir := filepath.Join(t.TempDir(), "tree")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "real.txt"), []byte("real"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(dir, "real.txt"), filepath.Join(dir, "link.txt")))
+	ops := fmt.Sprintf(`"lease":{"providerLeaseId":"${LEASE}","metadata":{"remoteCwd":"${CWD}"}},"operations":[{"operationId":"op-1","files":[`+
+		`{"sourcePath":%q,"targetPath":"${CWD}/auth.json","kind":"file","mode":"384"},`+
+		`{"sourcePath":%q,"targetPath":"${CWD}/deref","kind":"directory","followSymlinks":"yes"}],`+
+		`"postUploadCommands":[{"command":"test -f auth.json","timeoutMs":"5000"},{"command":"true","timeoutMs":"soon"}]}]`, src, dir)
+	o.run(t, []oddParamsCase{
+		{name: "a mode and a timeout given as strings, a truthy followSymlinks", method: "environmentSyncIn", params: ops},
+		{name: "operations absent", method: "environmentSyncIn",
+			params: `"lease":{"providerLeaseId":"${LEASE}","metadata":{"remoteCwd":"${CWD}"}}`,
+			err:    "Invalid params for environmentSyncIn: params.operations must be an array"},
+		{name: "operations null", method: "environmentSyncOut",
+			params: `"lease":{"providerLeaseId":"${LEASE}","metadata":{"remoteCwd":"${CWD}"}},"operations":null`,
+			err:    "Invalid params for environmentSyncOut: params.operations must be an array"},
+	})
+	cwd := o.vars.Replace("${CWD}")
+	fi, err := os.Stat(filepath.Join(cwd, "auth.json"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), `mode "384" is 0o600`)
+	fi, err = os.Lstat(filepath.Join(cwd, "deref", "link.txt"))
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular(), "followSymlinks \"yes\" dereferences the link (tar -h)")
 }

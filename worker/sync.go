@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,11 +9,13 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/rawjson"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
 	filesync "github.com/paperclipai/daytona-worker/sync"
@@ -121,7 +124,78 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 		onlyKind(lease, "metadata", "object")
 		delete(lease, "expiresAt")
 	})
+	eachObject(obj, "operations", func(op map[string]json.RawMessage) {
+		eachObject(op, "files", func(m map[string]json.RawMessage) {
+			truthyFlag(m, "followSymlinks")
+			// `mode & 0o7777`: ToInt32 of Number(mode), 0 for NaN.
+			coerceNumber(m, "mode", func() json.RawMessage { return json.RawMessage("0") })
+		})
+		eachObject(op, "postUploadCommands", func(c map[string]json.RawMessage) {
+			// max(1, ceil(Number(ms)/1000)); NaN would reach the SDK
+			// as no timeout, the call's own then.
+			coerceNumber(c, "timeoutMs", nil)
+		})
+	})
 	return nil
+}
+
+// coerceNumber replaces a member the plugin uses in arithmetic with
+// JavaScript's Number() of it when it is no number (null stays: the plugin
+// tests it with `!= null`). When that is NaN or infinite, the member becomes
+// notFinite(), or is dropped when notFinite is nil.
+func coerceNumber(obj map[string]json.RawMessage, key string, notFinite func() json.RawMessage) {
+	v, ok := obj[key]
+	if !ok {
+		return
+	}
+	switch jsonKindOf(v) {
+	case "number", "null":
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var x any
+	f := math.NaN()
+	if dec.Decode(&x) == nil {
+		f = jsNumber(x)
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		if notFinite == nil {
+			delete(obj, key)
+		} else {
+			obj[key] = notFinite()
+		}
+		return
+	}
+	obj[key] = json.RawMessage(strconv.FormatFloat(f, 'g', -1, 64))
+}
+
+// eachObject applies fn to every object element of the array member key.
+func eachObject(obj map[string]json.RawMessage, key string, fn func(map[string]json.RawMessage)) {
+	v, ok := obj[key]
+	if !ok || jsonKindOf(v) != "array" {
+		return
+	}
+	var elems []json.RawMessage
+	if json.Unmarshal(v, &elems) != nil {
+		return
+	}
+	for i, e := range elems {
+		if jsonKindOf(e) != "object" {
+			continue
+		}
+		inner, ok := rawjson.Object(e)
+		if !ok {
+			continue
+		}
+		fn(inner)
+		if b, err := rawjson.AppendObject(nil, inner); err == nil {
+			elems[i] = b
+		}
+	}
+	if b, err := json.Marshal(elems); err == nil {
+		obj[key] = b
+	}
 }
 
 // isLoopbackURL reports whether the toolbox (its proxy URL, else the API
@@ -145,6 +219,10 @@ func isLoopbackURL(toolboxProxyURL string, apiURL *string) bool {
 // syncOperations converts the wire operations, refusing shapes the plugin
 // would stumble on with a TypeError.
 func syncOperations(method string, in []protocol.SyncOperation) ([]filesync.Operation, error) {
+	if in == nil {
+		// The plugin's `for (const op of params.operations)`: not iterable.
+		return nil, protocol.InvalidParams(method, errors.New("params.operations must be an array"))
+	}
 	ops := make([]filesync.Operation, len(in))
 	for i, op := range in {
 		if op.Files == nil {
