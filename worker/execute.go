@@ -293,19 +293,58 @@ func refusedBeforeRunning(err error) error {
 // "no lease", a non-number timeout falls back to the config's, bypassSession
 // and cwd are tested for truthiness.
 func prepareExecuteParams(obj map[string]json.RawMessage) error {
+	const method = protocol.MethodEnvironmentExecute
 	keyOnlyBase(obj)
-	if err := requireObject(protocol.MethodEnvironmentExecute, obj, "lease"); err != nil {
+	if err := requireObject(method, obj, "lease"); err != nil {
 		return err
 	}
+	leased := false
 	nested(obj, "lease", func(lease map[string]json.RawMessage) {
 		falsyAsNull(lease, "providerLeaseId")
 		onlyKind(lease, "metadata", "object")
 		onlyKind(lease, "expiresAt", "string")
+		leased = jsonKindOf(lease["providerLeaseId"]) != "null" && jsonKindOf(lease["providerLeaseId"]) != ""
 	})
+	if !leased {
+		// The plugin answers a call without a lease id before it reads
+		// anything else: no other member can fail it.
+		for k := range obj {
+			if k != "lease" {
+				delete(obj, k)
+			}
+		}
+		return nil
+	}
+	// The plugin passes the command to path.basename and each argument to
+	// shellQuote (value.replace): anything but a string throws there,
+	// null and an absent command included (JSON would decode those as "").
+	if k := jsonKindOf(obj["command"]); k != "string" {
+		return protocol.InvalidParams(method, notAString("params.command", k))
+	}
+	if jsonKindOf(obj["args"]) == "array" {
+		var args []json.RawMessage
+		if err := json.Unmarshal(obj["args"], &args); err != nil {
+			return protocol.InvalidParams(method, describeDecodeError(err))
+		}
+		for i, a := range args {
+			if k := jsonKindOf(a); k != "string" {
+				return protocol.InvalidParams(method, notAString(fmt.Sprintf("params.args[%d]", i), k))
+			}
+		}
+	}
 	onlyKind(obj, "timeoutMs", "number")
 	truthyFlag(obj, "bypassSession")
 	falsyAsNull(obj, "cwd")
 	return nil
+}
+
+// notAString says that a member of the given jsonKindOf kind ("" when
+// absent) should have been a string.
+func notAString(member, kind string) error {
+	if kind == "" {
+		return fmt.Errorf("%s must be a string", member)
+	}
+	return fmt.Errorf("%s must be a string, not a JSON %s", member, kind)
 }
 
 // resolveTimeoutMs is the plugin's resolveTimeoutMs: the call's timeout
