@@ -377,10 +377,23 @@ func (c *command) effectiveTimeoutMs() float64 {
 	return c.timeoutMs
 }
 
-// effectiveTimeout is effectiveTimeoutMs as a Duration, saturating (a
-// timeout of centuries is no timeout).
-func (c *command) effectiveTimeout() time.Duration {
-	return daytona.MillisecondsDuration(c.effectiveTimeoutMs())
+// runContext bounds a session command by effectiveTimeoutMs (saturating:
+// a timeout of centuries is no timeout). A timeout of 0 ms or less (a
+// config timeoutMs of 0 or below, a call's under 1 ms once truncated)
+// bounds nothing: the plugin follows such a command's log stream to its
+// end, since every SDK call it makes takes at least a second
+// (toTimeoutSeconds), and only its poll fallback would give up at once.
+func (c *command) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !(c.effectiveTimeoutMs() > 0) {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, daytona.MillisecondsDuration(c.effectiveTimeoutMs()))
+}
+
+// requestTimeout is the deadline the plugin gives the SDK calls of a
+// command (the stdin upload): toTimeoutSeconds, whole seconds, at least 1.
+func (c *command) requestTimeout() time.Duration {
+	return daytona.SecondsDuration(jsTimeoutSeconds(c.effectiveTimeoutMs()))
 }
 
 func (c *command) timeoutMessage() string {
@@ -432,7 +445,7 @@ func (c *command) script(ctx context.Context) (string, func(), error) {
 			c.w.log.Warn().Str("sandbox", c.s.id()).Err(err).Msg("cannot remove the stdin file")
 		}
 	}
-	uctx, cancel := context.WithTimeout(ctx, c.effectiveTimeout())
+	uctx, cancel := context.WithTimeout(ctx, c.requestTimeout())
 	defer cancel()
 	if err := tb.UploadFile(uctx, stdinPath, strings.NewReader(*c.p.Stdin)); err != nil {
 		cleanup()
@@ -478,7 +491,7 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	}
 	defer cleanup()
 
-	runCtx, cancel := context.WithTimeout(ctx, c.effectiveTimeout())
+	runCtx, cancel := c.runContext(ctx)
 	defer cancel()
 	tb := c.s.toolbox()
 	start := c.w.now()
