@@ -62,9 +62,11 @@ func (t Timing) withDefaults() Timing {
 // not strings dropped, as in the plugin) and the parsed config. A call without a
 // provider lease id is answered before its env and config are looked at, as
 // in the plugin, so they are not decoded then.
-func decodeExecute(raw json.RawMessage) (protocol.ExecuteParams, []envVar, DriverConfig, error) {
-	var p protocol.ExecuteParams
-	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p, prepareExecuteParams); err != nil {
+func decodeExecute(raw json.RawMessage) (executeCall, []envVar, DriverConfig, error) {
+	var p executeCall
+	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p.ExecuteParams, func(obj map[string]json.RawMessage) error {
+		return prepareExecuteParams(obj, &p.leaseIDValue)
+	}); err != nil {
 		return p, nil, DriverConfig{}, err
 	}
 	if !hasLease(p) {
@@ -78,7 +80,15 @@ func decodeExecute(raw json.RawMessage) (protocol.ExecuteParams, []envVar, Drive
 	return p, env, cfg, err
 }
 
-func hasLease(p protocol.ExecuteParams) bool {
+// executeCall holds environmentExecute's params as decodeExecute reads
+// them: leaseIDValue is a lease.providerLeaseId that was no string
+// (leaseIDValue).
+type executeCall struct {
+	protocol.ExecuteParams
+	leaseIDValue any
+}
+
+func hasLease(p executeCall) bool {
 	return p.Lease.ProviderLeaseID != nil && *p.Lease.ProviderLeaseID != ""
 }
 
@@ -209,6 +219,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 	if err != nil {
 		return nil, err
 	}
+	sc = sc.withIDValue(p.leaseIDValue)
 	out, err := w.leases.withActivity(ctx, sc, false, func() (any, error) {
 		getStart := w.now()
 		s, hit, err := w.getSandbox(ctx, sc)
@@ -225,7 +236,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		if err := s.ensureStarted(ctx, timeoutSeconds(timeoutMs)); err != nil {
 			return nil, err
 		}
-		c := &command{w: w, s: s, p: p, env: env, timeoutMs: timeoutMs, gitNet: isGitNetworkCommand(p.Command, p.Args)}
+		c := &command{w: w, s: s, p: p.ExecuteParams, env: env, timeoutMs: timeoutMs, gitNet: isGitNetworkCommand(p.Command, p.Args)}
 		run := c.inSession
 		if p.BypassSession {
 			run = c.oneShot
@@ -292,7 +303,7 @@ func refusedBeforeRunning(err error) error {
 // object is required (reading its id throws otherwise), a falsy id means
 // "no lease", a non-number timeout falls back to the config's, bypassSession
 // and cwd are tested for truthiness.
-func prepareExecuteParams(obj map[string]json.RawMessage) error {
+func prepareExecuteParams(obj map[string]json.RawMessage, idValue *any) error {
 	const method = protocol.MethodEnvironmentExecute
 	keyOnlyBase(obj)
 	if err := requireObject(method, obj, "lease"); err != nil {
@@ -301,6 +312,7 @@ func prepareExecuteParams(obj map[string]json.RawMessage) error {
 	leased := false
 	nested(obj, "lease", func(lease map[string]json.RawMessage) {
 		falsyAsNull(lease, "providerLeaseId")
+		*idValue = leaseIDValue(lease, "providerLeaseId")
 		onlyKind(lease, "metadata", "object")
 		onlyKind(lease, "expiresAt", "string")
 		leased = jsonKindOf(lease["providerLeaseId"]) != "null" && jsonKindOf(lease["providerLeaseId"]) != ""

@@ -243,3 +243,32 @@ func keyOnlyBase(obj map[string]json.RawMessage) {
 		stringifyMember(obj, k)
 	}
 }
+
+// leaseIDValue reads a provider lease id the plugin uses as it was sent. A
+// string (or null) is left alone and nil returned. Any other value (a
+// number, a boolean, an object, an array) is what the plugin puts in its
+// scope: the SDK looks it up by its String() (GET /sandbox/5 for 5), and
+// its handle check (sandbox.id !== providerLeaseId) refuses every sandbox
+// that lookup finds. The member is replaced by that String() form and the
+// value is returned, decoded as JavaScript holds it, for the scope
+// (scope.withIDValue) and for the receipts that echo it.
+func leaseIDValue(obj map[string]json.RawMessage, key string) any {
+	v, ok := obj[key]
+	if !ok {
+		return nil
+	}
+	switch jsonKindOf(v) {
+	case "", "null", "string":
+		return nil
+	}
+	x, ok := decodeJS(v)
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(jsString(x))
+	if err != nil {
+		return nil
+	}
+	obj[key] = b
+	return x
+}
