@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -345,6 +346,9 @@ func prepareExecuteParams(obj map[string]json.RawMessage, idValue *any) error {
 		}
 	}
 	onlyKind(obj, "timeoutMs", "number")
+	if t, ok := obj["timeoutMs"]; ok && !isFinite(jsNumber(json.Number(bytes.TrimSpace(t)))) {
+		delete(obj, "timeoutMs") // 1e400 is Infinity to JSON.parse: no timeout of its own
+	}
 	truthyFlag(obj, "bypassSession")
 	falsyAsNull(obj, "cwd")
 	return nil

@@ -27,7 +27,7 @@ func TestDecodeExecuteIsTheHandlersDecoder(t *testing.T) {
 	assert.Equal(t, "daytona", p.DriverKey)
 	assert.Equal(t, "c", p.CompanyID)
 	assert.Equal(t, "e", p.EnvironmentID)
-	assert.Equal(t, "i", *p.IssueID)
+	assert.Nil(t, p.IssueID, "issueId is not read by execute")
 	assert.Equal(t, "sbx", *p.Lease.ProviderLeaseID)
 	assert.Equal(t, "/w", p.Lease.Metadata["remoteCwd"])
 	assert.Equal(t, "ls", p.Command)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/paperclipai/daytona-worker/internal/rawjson"
 	"github.com/paperclipai/daytona-worker/protocol"
@@ -20,6 +21,8 @@ func describeDecodeError(err error) error {
 		if field == "" {
 			return fmt.Errorf("params must be %s, not a JSON %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 		}
+		// An embedded struct's Go name is no member of the JSON.
+		field = strings.ReplaceAll(field, "DriverBaseParams.", "")
 		return fmt.Errorf("params.%s must be %s, not a JSON %s", field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 	}
 	return err
@@ -237,11 +240,13 @@ func decodeDriverParams(method string, raw json.RawMessage, v any, prepare func(
 }
 
 // keyOnlyBase stringifies the base members of a method that uses them only
-// in cache keys (never sends them to Daytona).
+// in cache keys (never sends them to Daytona), and drops issueId, which
+// such a method never reads.
 func keyOnlyBase(obj map[string]json.RawMessage) {
 	for _, k := range baseValueKeys {
 		stringifyMember(obj, k)
 	}
+	delete(obj, "issueId")
 }
 
 // leaseIDValue reads a provider lease id the plugin uses as it was sent. A

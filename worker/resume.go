@@ -173,7 +173,14 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 			}
 		})
 		if remoteCwd == "" {
-			return requireObject(method, obj, "workspace")
+			if err := requireObject(method, obj, "workspace"); err != nil {
+				return err
+			}
+			nested(obj, "workspace", func(ws map[string]json.RawMessage) {
+				delete(ws, "mode") // not read, whatever their type
+				delete(ws, "metadata")
+			})
+			return nil
 		}
 		delete(obj, "workspace") // not read
 		return nil
