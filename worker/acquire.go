@@ -49,6 +49,13 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 		for _, k := range []string{"agentId", "executionWorkspaceId", "issueId", "adapterType"} {
 			delete(obj, k)
 		}
+		// Read nowhere by the plugin, whatever their type.
+		for _, k := range []string{"workspaceMode", "requestedCwd", "executionWorkspaceSettings"} {
+			delete(obj, k)
+		}
+		// Only a cache key (companyId and environmentId are labels too,
+		// which Daytona takes as strings only).
+		stringifyMember(obj, "driverKey")
 		// Date.parse of anything but a string finds no deadline in practice.
 		onlyKind(obj, "requestedExpiresAt", "string")
 		return nil

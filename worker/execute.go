@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,9 +63,11 @@ func (t Timing) withDefaults() Timing {
 // not strings dropped, as in the plugin) and the parsed config. A call without a
 // provider lease id is answered before its env and config are looked at, as
 // in the plugin, so they are not decoded then.
-func decodeExecute(raw json.RawMessage) (protocol.ExecuteParams, []envVar, DriverConfig, error) {
-	var p protocol.ExecuteParams
-	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p, prepareExecuteParams); err != nil {
+func decodeExecute(raw json.RawMessage) (executeCall, []envVar, DriverConfig, error) {
+	var p executeCall
+	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p.ExecuteParams, func(obj map[string]json.RawMessage) error {
+		return prepareExecuteParams(obj, &p.leaseIDValue)
+	}); err != nil {
 		return p, nil, DriverConfig{}, err
 	}
 	if !hasLease(p) {
@@ -78,7 +81,15 @@ func decodeExecute(raw json.RawMessage) (protocol.ExecuteParams, []envVar, Drive
 	return p, env, cfg, err
 }
 
-func hasLease(p protocol.ExecuteParams) bool {
+// executeCall holds environmentExecute's params as decodeExecute reads
+// them: leaseIDValue is a lease.providerLeaseId that was no string
+// (leaseIDValue).
+type executeCall struct {
+	protocol.ExecuteParams
+	leaseIDValue any
+}
+
+func hasLease(p executeCall) bool {
 	return p.Lease.ProviderLeaseID != nil && *p.Lease.ProviderLeaseID != ""
 }
 
@@ -209,6 +220,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 	if err != nil {
 		return nil, err
 	}
+	sc = sc.withIDValue(p.leaseIDValue)
 	out, err := w.leases.withActivity(ctx, sc, false, func() (any, error) {
 		getStart := w.now()
 		s, hit, err := w.getSandbox(ctx, sc)
@@ -225,7 +237,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		if err := s.ensureStarted(ctx, timeoutSeconds(timeoutMs)); err != nil {
 			return nil, err
 		}
-		c := &command{w: w, s: s, p: p, env: env, timeoutMs: timeoutMs, gitNet: isGitNetworkCommand(p.Command, p.Args)}
+		c := &command{w: w, s: s, p: p.ExecuteParams, env: env, timeoutMs: timeoutMs, gitNet: isGitNetworkCommand(p.Command, p.Args)}
 		run := c.inSession
 		if p.BypassSession {
 			run = c.oneShot
@@ -292,20 +304,63 @@ func refusedBeforeRunning(err error) error {
 // object is required (reading its id throws otherwise), a falsy id means
 // "no lease", a non-number timeout falls back to the config's, bypassSession
 // and cwd are tested for truthiness.
-func prepareExecuteParams(obj map[string]json.RawMessage) error {
+func prepareExecuteParams(obj map[string]json.RawMessage, idValue *any) error {
+	const method = protocol.MethodEnvironmentExecute
 	keyOnlyBase(obj)
-	if err := requireObject(protocol.MethodEnvironmentExecute, obj, "lease"); err != nil {
+	if err := requireObject(method, obj, "lease"); err != nil {
 		return err
 	}
+	leased := false
 	nested(obj, "lease", func(lease map[string]json.RawMessage) {
 		falsyAsNull(lease, "providerLeaseId")
+		*idValue = leaseIDValue(lease, "providerLeaseId")
 		onlyKind(lease, "metadata", "object")
 		onlyKind(lease, "expiresAt", "string")
+		leased = jsonKindOf(lease["providerLeaseId"]) != "null" && jsonKindOf(lease["providerLeaseId"]) != ""
 	})
+	if !leased {
+		// The plugin answers a call without a lease id before it reads
+		// anything else: no other member can fail it.
+		for k := range obj {
+			if k != "lease" {
+				delete(obj, k)
+			}
+		}
+		return nil
+	}
+	// The plugin passes the command to path.basename and each argument to
+	// shellQuote (value.replace): anything but a string throws there,
+	// null and an absent command included (JSON would decode those as "").
+	if k := jsonKindOf(obj["command"]); k != "string" {
+		return protocol.InvalidParams(method, notAString("params.command", k))
+	}
+	if jsonKindOf(obj["args"]) == "array" {
+		var args []json.RawMessage
+		if err := json.Unmarshal(obj["args"], &args); err != nil {
+			return protocol.InvalidParams(method, describeDecodeError(err))
+		}
+		for i, a := range args {
+			if k := jsonKindOf(a); k != "string" {
+				return protocol.InvalidParams(method, notAString(fmt.Sprintf("params.args[%d]", i), k))
+			}
+		}
+	}
 	onlyKind(obj, "timeoutMs", "number")
+	if t, ok := obj["timeoutMs"]; ok && !isFinite(jsNumber(json.Number(bytes.TrimSpace(t)))) {
+		delete(obj, "timeoutMs") // 1e400 is Infinity to JSON.parse: no timeout of its own
+	}
 	truthyFlag(obj, "bypassSession")
 	falsyAsNull(obj, "cwd")
 	return nil
+}
+
+// notAString says that a member of the given jsonKindOf kind ("" when
+// absent) should have been a string.
+func notAString(member, kind string) error {
+	if kind == "" {
+		return fmt.Errorf("%s must be a string", member)
+	}
+	return fmt.Errorf("%s must be a string, not a JSON %s", member, kind)
 }
 
 // resolveTimeoutMs is the plugin's resolveTimeoutMs: the call's timeout
@@ -338,10 +393,23 @@ func (c *command) effectiveTimeoutMs() float64 {
 	return c.timeoutMs
 }
 
-// effectiveTimeout is effectiveTimeoutMs as a Duration, saturating (a
-// timeout of centuries is no timeout).
-func (c *command) effectiveTimeout() time.Duration {
-	return daytona.MillisecondsDuration(c.effectiveTimeoutMs())
+// runContext bounds a session command by effectiveTimeoutMs (saturating:
+// a timeout of centuries is no timeout). A timeout of 0 ms or less (a
+// config timeoutMs of 0 or below, a call's under 1 ms once truncated)
+// bounds nothing: the plugin follows such a command's log stream to its
+// end, since every SDK call it makes takes at least a second
+// (toTimeoutSeconds), and only its poll fallback would give up at once.
+func (c *command) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if !(c.effectiveTimeoutMs() > 0) {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, daytona.MillisecondsDuration(c.effectiveTimeoutMs()))
+}
+
+// requestTimeout is the deadline the plugin gives the SDK calls of a
+// command (the stdin upload): toTimeoutSeconds, whole seconds, at least 1.
+func (c *command) requestTimeout() time.Duration {
+	return daytona.SecondsDuration(jsTimeoutSeconds(c.effectiveTimeoutMs()))
 }
 
 func (c *command) timeoutMessage() string {
@@ -393,7 +461,7 @@ func (c *command) script(ctx context.Context) (string, func(), error) {
 			c.w.log.Warn().Str("sandbox", c.s.id()).Err(err).Msg("cannot remove the stdin file")
 		}
 	}
-	uctx, cancel := context.WithTimeout(ctx, c.effectiveTimeout())
+	uctx, cancel := context.WithTimeout(ctx, c.requestTimeout())
 	defer cancel()
 	if err := tb.UploadFile(uctx, stdinPath, strings.NewReader(*c.p.Stdin)); err != nil {
 		cleanup()
@@ -439,7 +507,7 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	}
 	defer cleanup()
 
-	runCtx, cancel := context.WithTimeout(ctx, c.effectiveTimeout())
+	runCtx, cancel := c.runContext(ctx)
 	defer cancel()
 	tb := c.s.toolbox()
 	start := c.w.now()

@@ -27,7 +27,7 @@ func TestDecodeExecuteIsTheHandlersDecoder(t *testing.T) {
 	assert.Equal(t, "daytona", p.DriverKey)
 	assert.Equal(t, "c", p.CompanyID)
 	assert.Equal(t, "e", p.EnvironmentID)
-	assert.Equal(t, "i", *p.IssueID)
+	assert.Nil(t, p.IssueID, "issueId is not read by execute")
 	assert.Equal(t, "sbx", *p.Lease.ProviderLeaseID)
 	assert.Equal(t, "/w", p.Lease.Metadata["remoteCwd"])
 	assert.Equal(t, "ls", p.Command)
@@ -54,7 +54,12 @@ func TestDecodeExecuteIsTheHandlersDecoder(t *testing.T) {
 	for _, tt := range []struct{ members, want string }{
 		{`"command":5`, "params.command must be a string, not a JSON number"},
 		{`"command":"x","args":"-l"`, "params.args must be an array, not a JSON string"},
-		{`"command":"x","args":[1]`, "params.args must be a string, not a JSON number"},
+		{`"command":"x","args":[1]`, "params.args[0] must be a string, not a JSON number"},
+		// The plugin's shellQuote throws on null as on any non-string; JSON
+		// alone would decode these as "" and run them.
+		{`"command":"x","args":["a",null]`, "params.args[1] must be a string, not a JSON null"},
+		{`"command":null`, "params.command must be a string, not a JSON null"},
+		{`"args":["a"]`, "params.command must be a string"},
 	} {
 		_, _, _, err := decodeExecute(json.RawMessage(`{` + base + `,` + tt.members + `}`))
 		var rpcErr *protocol.Error
@@ -72,6 +77,12 @@ func TestDecodeExecuteIsTheHandlersDecoder(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, hasLease(p))
 	assert.Nil(t, env)
+	// Nor can any other member: the plugin reads none of them first.
+	for _, members := range []string{`"command":null`, `"command":5,"args":[1,null],"stdin":5,"cwd":7,"timeoutMs":1e400`, `"args":"x"`} {
+		p, _, _, err = decodeExecute(json.RawMessage(`{"lease":{"providerLeaseId":0},` + members + `}`))
+		require.NoError(t, err, members)
+		assert.False(t, hasLease(p), members)
+	}
 	// What the plugin reads leniently is read so (execute_params_test.go
 	// has the rest): a non-number timeout falls back, a flag is truthy.
 	p, _, _, err = decodeExecute(json.RawMessage(`{` + base + `,"command":"x","timeoutMs":"60000","bypassSession":"yes"}`))

@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
@@ -52,6 +54,11 @@ func TestExecuteReadsItsParamsAsThePluginDoes(t *testing.T) {
 		{"a truthy bypassSession", `"command":"echo","args":["one-shot"],"bypassSession":"yes"`, "one-shot\n"},
 		{"a falsy cwd", `"command":"echo","args":["ran"],"cwd":0`, "ran\n"},
 		{"env of a number has no keys", `"command":"echo","args":["ran"],"env":5`, "ran\n"},
+		// Truncated to 0 ms: the plugin's SDK calls still get a second, and
+		// its log stream follows the command to its end.
+		{"session, a timeout under 1 ms bounds nothing", `"command":"sh","args":["-c","sleep 0.3; echo done"],"timeoutMs":0.5`, "done\n"},
+		{"session, stdin with a timeout under 1 ms", `"command":"cat","stdin":"in","timeoutMs":0.5`, "in\n"},
+		{"one-shot, stdin with a timeout under 1 ms", `"command":"cat","stdin":"in","timeoutMs":0.5,"bypassSession":true`, "in"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := execResultJSON(t, l, tc.members)
@@ -60,6 +67,17 @@ func TestExecuteReadsItsParamsAsThePluginDoes(t *testing.T) {
 			assert.EqualValues(t, 0, m["exitCode"], "%v", m)
 			assert.Equal(t, tc.stdout, m["stdout"])
 		})
+	}
+
+	// A config timeout of 0 or less (one validation refuses) is such a
+	// timeout too.
+	for _, ms := range []string{"0", "-5"} {
+		l0 := *l
+		l0.base = strings.Replace(l.base, `"timeoutMs":60000`, `"timeoutMs":`+ms, 1)
+		require.NotEqual(t, l.base, l0.base)
+		m, err := execResultJSON(t, &l0, `"command":"sh","args":["-c","sleep 0.3; cat"],"stdin":"done"`)
+		require.NoError(t, err, ms)
+		assert.Equal(t, "done\n", m["stdout"], "config timeoutMs %s: %v", ms, m)
 	}
 
 	// A string env is an object of its characters: its keys are indices,
@@ -97,7 +115,10 @@ func TestTimeoutMessageUsesJavaScriptArithmetic(t *testing.T) {
 	} {
 		c := &command{timeoutMs: ms}
 		assert.Equal(t, want, c.timeoutMessage(), "%g", ms)
-		assert.Positive(t, c.effectiveTimeout(), "%g", ms)
+		rctx, cancel := c.runContext(t.Context())
+		deadline, ok := rctx.Deadline()
+		cancel()
+		assert.True(t, ok && deadline.After(time.Now().Add(time.Second/2)), "%g: a deadline ahead, never wrapped around", ms)
 	}
 }
 

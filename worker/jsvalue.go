@@ -389,3 +389,17 @@ func writeJSIndented(b *bytes.Buffer, v any, depth int) {
 		b.WriteString(pad(depth) + "}")
 	}
 }
+
+// jsJSON is JSON.stringify(v) of a value decodeJS returned: members in
+// JavaScript's order, numbers as JavaScript writes them.
+type jsJSON struct{ v any }
+
+func (j jsJSON) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	writeJSIndented(&b, j.v, 0)
+	var out bytes.Buffer
+	if err := json.Compact(&out, b.Bytes()); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}

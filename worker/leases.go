@@ -290,7 +290,7 @@ func (l *leases) getHandle(ctx context.Context, sc scope, fetch func(ctx context
 		if h.err != nil {
 			return nil, true, h.err
 		}
-		if id := h.snapshot().ID; id != sc.providerLeaseID {
+		if id := h.snapshot().ID; !sc.owns(id) {
 			l.evictHandle(key, h)
 			return nil, true, errHandleMismatch(id, sc.providerLeaseID)
 		}
@@ -302,7 +302,7 @@ func (l *leases) getHandle(ctx context.Context, sc scope, fetch func(ctx context
 	l.mu.Unlock()
 
 	sbx, err := fetch(ctx)
-	if err == nil && sbx.ID != sc.providerLeaseID {
+	if err == nil && !sc.owns(sbx.ID) {
 		err = errHandleMismatch(sbx.ID, sc.providerLeaseID)
 	}
 	if err != nil {
@@ -318,7 +318,7 @@ func (l *leases) getHandle(ctx context.Context, sc scope, fetch func(ctx context
 
 // seedHandle caches a sandbox the caller already holds (fresh from create).
 func (l *leases) seedHandle(sc scope, sbx *daytona.Sandbox) error {
-	if sbx.ID != sc.providerLeaseID {
+	if !sc.owns(sbx.ID) {
 		return errHandleMismatch(sbx.ID, sc.providerLeaseID)
 	}
 	h := &handle{ready: make(chan struct{}), sandbox: sbx, verifiedAt: l.now()}

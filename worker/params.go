@@ -23,6 +23,8 @@ func describeDecodeError(err error) error {
 		if field == "" {
 			return fmt.Errorf("params must be %s, not a JSON %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 		}
+		// An embedded struct's Go name is no member of the JSON.
+		field = strings.ReplaceAll(field, "DriverBaseParams.", "")
 		return fmt.Errorf("params.%s must be %s, not a JSON %s", field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 	}
 	return err
@@ -240,11 +242,42 @@ func decodeDriverParams(method string, raw json.RawMessage, v any, prepare func(
 }
 
 // keyOnlyBase stringifies the base members of a method that uses them only
-// in cache keys (never sends them to Daytona).
+// in cache keys (never sends them to Daytona), and drops issueId, which
+// such a method never reads.
 func keyOnlyBase(obj map[string]json.RawMessage) {
 	for _, k := range baseValueKeys {
 		stringifyMember(obj, k)
 	}
+	delete(obj, "issueId")
+}
+
+// leaseIDValue reads a provider lease id the plugin uses as it was sent. A
+// string (or null) is left alone and nil returned. Any other value (a
+// number, a boolean, an object, an array) is what the plugin puts in its
+// scope: the SDK looks it up by its String() (GET /sandbox/5 for 5), and
+// its handle check (sandbox.id !== providerLeaseId) refuses every sandbox
+// that lookup finds. The member is replaced by that String() form and the
+// value is returned, decoded as JavaScript holds it, for the scope
+// (scope.withIDValue) and for the receipts that echo it.
+func leaseIDValue(obj map[string]json.RawMessage, key string) any {
+	v, ok := obj[key]
+	if !ok {
+		return nil
+	}
+	switch jsonKindOf(v) {
+	case "", "null", "string":
+		return nil
+	}
+	x, ok := decodeJS(v)
+	if !ok {
+		return nil
+	}
+	b, err := json.Marshal(jsString(x))
+	if err != nil {
+		return nil
+	}
+	obj[key] = b
+	return x
 }
 
 // leaseIDMember brings a provider lease id into the form the handlers

@@ -17,14 +17,31 @@ const probeNamePrefix = "paperclip-probe-"
 // never fails as an RPC error: failures are ok:false with the message.
 func (w *Worker) probe(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.ProbeParams
-	if err := decodeParams(protocol.MethodEnvironmentProbe, raw, &p); err != nil {
+	// The plugin reads only the config and the two label values; its probe
+	// fails (ok:false) on whatever Daytona refuses, and a label that is no
+	// string is refused here before it is sent.
+	var labelErr error
+	err := decodeDriverParams(protocol.MethodEnvironmentProbe, raw, &p, func(obj map[string]json.RawMessage) error {
+		delete(obj, "driverKey")
+		delete(obj, "issueId")
+		for _, k := range []string{"companyId", "environmentId"} {
+			if kind := jsonKindOf(obj[k]); kind != "string" && kind != "null" && kind != "" {
+				if labelErr == nil {
+					labelErr = fmt.Errorf("params.%s must be a string, not a JSON %s", k, kind)
+				}
+				delete(obj, k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	_, cfg, err := decodeConfig(protocol.MethodEnvironmentProbe, p.Config)
 	if err != nil {
 		return nil, err
 	}
-	meta, err := w.runProbe(ctx, p, cfg)
+	meta, err := w.runProbe(ctx, p, cfg, labelErr)
 	if err != nil {
 		return protocol.ProbeResult{OK: false, Summary: "Daytona sandbox probe failed.", Metadata: map[string]any{
 			"provider": providerName, "image": cfg.Image, "snapshot": cfg.Snapshot,
@@ -34,13 +51,18 @@ func (w *Worker) probe(ctx context.Context, raw json.RawMessage) (any, error) {
 	return protocol.ProbeResult{OK: true, Summary: fmt.Sprintf("Connected to Daytona sandbox %s.", meta["sandboxName"]), Metadata: meta}, nil
 }
 
-func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg DriverConfig) (map[string]any, error) {
+// runProbe is the probe's work; labelErr (a label value that is no
+// string) fails it where the plugin's create would be refused.
+func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg DriverConfig, labelErr error) (map[string]any, error) {
 	if msg := cfg.runtimeResourceError(); msg != "" {
 		return nil, errors.New(msg)
 	}
 	client, _, err := w.client(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if labelErr != nil {
+		return nil, labelErr
 	}
 	timeout := daytona.SecondsDuration(jsTimeoutSeconds(cfg.TimeoutMs))
 	secs := jsTimeoutSeconds(cfg.TimeoutMs)

@@ -28,8 +28,12 @@ func expiredLease(extra map[string]any) leaseResult {
 // expired; any other failure is an error the host may retry.
 func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.ResumeLeaseParams
+	var idValue any
 	err := decodeDriverParams(protocol.MethodEnvironmentResumeLease, raw, &p, func(obj map[string]json.RawMessage) error {
 		keyOnlyBase(obj)
+		// Looked up as the plugin looks it up, falsy or not (0 is GET
+		// /sandbox/0); only null and an absent id fail the SDK's check.
+		idValue = leaseIDValue(obj, "providerLeaseId")
 		// The sentinel check reads leaseMetadata?.workspaceSentinel: any
 		// other kind has no members.
 		onlyKind(obj, "leaseMetadata", "object")
@@ -42,13 +46,16 @@ func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(p.ProviderLeaseID) == "" {
+	if p.ProviderLeaseID == "" && idValue == nil {
+		// The SDK refuses null and undefined; "" would name the list
+		// endpoint (row lease-id-not-a-segment). A blank id is looked up.
 		return nil, protocol.InvalidParams(protocol.MethodEnvironmentResumeLease, errors.New("params.providerLeaseId must be a non-empty string"))
 	}
 	sc, err := w.scopeFor(p.DriverBaseParams, p.ProviderLeaseID, cfg)
 	if err != nil {
 		return nil, err
 	}
+	sc = sc.withIDValue(idValue)
 	key := sc.key()
 	// A confirmed stop may precede the end of an old request on the lease;
 	// restarting the sandbox under it could let it write or execute again.
@@ -138,6 +145,7 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 	const method = protocol.MethodEnvironmentRealizeWorkspace
 	var p protocol.RealizeWorkspaceParams
 	var remoteCwd string
+	var idValue any
 	err := decodeDriverParams(method, raw, &p, func(obj map[string]json.RawMessage) error {
 		keyOnlyBase(obj)
 		// The plugin reads, in order: the config, lease.metadata?.remoteCwd
@@ -152,6 +160,7 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 		}
 		nested(obj, "lease", func(lease map[string]json.RawMessage) {
 			falsyAsNull(lease, "providerLeaseId")
+			idValue = leaseIDValue(lease, "providerLeaseId")
 			onlyKind(lease, "metadata", "object")
 			onlyKind(lease, "expiresAt", "string")
 			var meta struct {
@@ -164,7 +173,14 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 			}
 		})
 		if remoteCwd == "" {
-			return requireObject(method, obj, "workspace")
+			if err := requireObject(method, obj, "workspace"); err != nil {
+				return err
+			}
+			nested(obj, "workspace", func(ws map[string]json.RawMessage) {
+				delete(ws, "mode") // not read, whatever their type
+				delete(ws, "metadata")
+			})
+			return nil
 		}
 		delete(obj, "workspace") // not read
 		return nil
@@ -192,6 +208,7 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 		if err != nil {
 			return nil, err
 		}
+		sc = sc.withIDValue(idValue)
 		_, err = w.leases.withActivity(ctx, sc, false, func() (any, error) {
 			s, _, err := w.getSandbox(ctx, sc)
 			if err != nil {

@@ -16,10 +16,15 @@ type scope struct {
 	companyID       string
 	environmentID   string
 	providerLeaseID string
-	config          DriverConfig
-	apiKey          string // the resolved key; never part of key()
-	account         string
-	cachedKey       string // key(), computed once by scopeFor
+	// idValue is the providerLeaseId as the host sent it when it was no
+	// string (providerLeaseID is then its String(), the id looked up): the
+	// plugin keys its state by the value itself, and no sandbox's id can
+	// equal it (see leaseIDValue).
+	idValue   any
+	config    DriverConfig
+	apiKey    string // the resolved key; never part of key()
+	account   string
+	cachedKey string // key(), computed once by scopeFor
 }
 
 // key is the stable JSON the plugin keys all per-lease state by.
@@ -27,13 +32,34 @@ func (s scope) key() string {
 	if s.cachedKey != "" {
 		return s.cachedKey
 	}
+	var id any = s.providerLeaseID
+	if s.idValue != nil {
+		id = s.idValue
+	}
 	return stableStringify(map[string]any{
 		"driverKey":       s.driverKey,
 		"companyId":       s.companyID,
 		"environmentId":   s.environmentID,
-		"providerLeaseId": s.providerLeaseID,
+		"providerLeaseId": id,
 		"account":         s.account,
 	})
+}
+
+// withIDValue is the scope of a lease whose id was sent as v, no string
+// (nil: the scope as it is).
+func (s scope) withIDValue(v any) scope {
+	if v == nil {
+		return s
+	}
+	s.idValue = v
+	s.cachedKey = ""
+	s.cachedKey = s.key()
+	return s
+}
+
+// owns is the plugin's handle check: the sandbox id is the lease's id.
+func (s scope) owns(sandboxID string) bool {
+	return s.idValue == nil && sandboxID == s.providerLeaseID
 }
 
 // accountFingerprint is the plugin's sandboxAccountDiscriminator: the

@@ -51,11 +51,12 @@ func (w *Worker) beginTeardown(sc scope) *teardown {
 // (nil when it no longer exists). The handle is evicted: a teardown works on
 // the provider's state, and nothing may reuse the handle after it. The
 // caller must call t.end().
-func (w *Worker) openTeardown(ctx context.Context, p protocol.ReleaseLeaseParams, cfg DriverConfig) (*teardown, *leaseSandbox, error) {
+func (w *Worker) openTeardown(ctx context.Context, p teardownParams, cfg DriverConfig) (*teardown, *leaseSandbox, error) {
 	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
+	sc = sc.withIDValue(p.idValue)
 	t := w.beginTeardown(sc)
 	s, err := w.getSandboxOrNil(ctx, sc)
 	if err != nil {
@@ -69,19 +70,43 @@ func (w *Worker) openTeardown(ctx context.Context, p protocol.ReleaseLeaseParams
 // end finishes the teardown. Whatever path it took (the sandbox may even
 // be gone already), no login PTY or duplex channel of the lease outlives it.
 func (t *teardown) end() {
-	t.w.closeLeaseTerminals(context.Background(), t.sc.providerLeaseID)
+	if t.sc.idValue == nil { // no terminal is open on a lease id that is no string
+		t.w.closeLeaseTerminals(context.Background(), t.sc.providerLeaseID)
+	}
 	t.w.leases.endTeardown(t.key)
 	t.w.leases.evictHandle(t.key, nil)
+}
+
+// teardownParams are release/stop/destroy params as decodeTeardown reads
+// them: idValue is a providerLeaseId that was no string (leaseIDValue).
+type teardownParams struct {
+	protocol.ReleaseLeaseParams
+	idValue any
+}
+
+// echo gives a receipt the providerLeaseId as the host sent it: the
+// plugin's receipts carry params.providerLeaseId, whatever its type.
+func (p teardownParams) echo(res any) any {
+	r, ok := res.(*protocol.TerminationReceipt)
+	if !ok || r == nil || p.idValue == nil {
+		return res
+	}
+	return struct {
+		ProviderLeaseID jsJSON `json:"providerLeaseId"`
+		State           string `json:"state"`
+	}{jsJSON{p.idValue}, r.State}
 }
 
 // decodeTeardown decodes release/stop/destroy params and their config, as
 // the plugin reads them: a falsy providerLeaseId (absent, null, "", 0,
 // false) means there is nothing to tear down, and is checked before the
-// config is read (noLease); cancelActiveWork is tested for truthiness.
-func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (p protocol.ReleaseLeaseParams, cfg DriverConfig, noLease bool, err error) {
-	err = decodeDriverParams(method, raw, &p, func(obj map[string]json.RawMessage) error {
+// config is read (noLease); any other that is no string is used as it is
+// (leaseIDValue); cancelActiveWork is tested for truthiness.
+func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (p teardownParams, cfg DriverConfig, noLease bool, err error) {
+	err = decodeDriverParams(method, raw, &p.ReleaseLeaseParams, func(obj map[string]json.RawMessage) error {
 		keyOnlyBase(obj)
 		falsyAsNull(obj, "providerLeaseId")
+		p.idValue = leaseIDValue(obj, "providerLeaseId")
 		truthyFlag(obj, "cancelActiveWork")
 		onlyKind(obj, "leaseMetadata", "object")
 		onlyKind(obj, "resourceDisposition", "string")
@@ -101,11 +126,12 @@ func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (p protocol.
 // (kept for resume), an archive-on-release lease is stopped and archived,
 // anything else is deleted. With cancelActiveWork the sandbox is stopped at
 // once instead of waiting for work in progress.
-func (w *Worker) releaseLease(ctx context.Context, raw json.RawMessage) (any, error) {
+func (w *Worker) releaseLease(ctx context.Context, raw json.RawMessage) (res any, err error) {
 	p, cfg, noLease, err := w.decodeTeardown(protocol.MethodEnvironmentReleaseLease, raw)
 	if err != nil || noLease {
 		return nil, err
 	}
+	defer func() { res = p.echo(res) }()
 	if p.ResourceDisposition == "stop_and_retain" {
 		return w.stopRetained(ctx, p, cfg)
 	}
@@ -161,13 +187,14 @@ func (w *Worker) releaseLease(ctx context.Context, raw json.RawMessage) (any, er
 // destroyLease deletes a lease's sandbox. A sandbox that no longer exists
 // is already destroyed. A lease recorded from a failed creation is cleaned
 // up by the attempt's name and labels.
-func (w *Worker) destroyLease(ctx context.Context, raw json.RawMessage) (any, error) {
+func (w *Worker) destroyLease(ctx context.Context, raw json.RawMessage) (res any, err error) {
 	p, cfg, noLease, err := w.decodeTeardown(protocol.MethodEnvironmentDestroyLease, raw)
 	if err != nil || noLease {
 		return nil, err
 	}
+	defer func() { res = p.echo(res) }()
 	if pending, ok := p.LeaseMetadata["failedCreateCleanup"].(map[string]any); ok {
-		return w.cleanupFailedCreate(ctx, p, cfg, pending)
+		return w.cleanupFailedCreate(ctx, p.ReleaseLeaseParams, cfg, pending)
 	}
 	t, s, err := w.openTeardown(ctx, p, cfg)
 	if err != nil {
@@ -183,7 +210,7 @@ func (w *Worker) destroyLease(ctx context.Context, raw json.RawMessage) (any, er
 
 // stopLease stops the exact sandbox and keeps its files: auto-delete is
 // disabled first, and a failed stop is an error, never a delete.
-func (w *Worker) stopLease(ctx context.Context, raw json.RawMessage) (any, error) {
+func (w *Worker) stopLease(ctx context.Context, raw json.RawMessage) (res any, err error) {
 	p, cfg, noLease, err := w.decodeTeardown(protocol.MethodEnvironmentStopLease, raw)
 	if err != nil {
 		return nil, err
@@ -191,10 +218,11 @@ func (w *Worker) stopLease(ctx context.Context, raw json.RawMessage) (any, error
 	if noLease {
 		return nil, errors.New("Daytona stop requires a provider lease id.")
 	}
+	defer func() { res = p.echo(res) }()
 	return w.stopRetained(ctx, p, cfg)
 }
 
-func (w *Worker) stopRetained(ctx context.Context, p protocol.ReleaseLeaseParams, cfg DriverConfig) (any, error) {
+func (w *Worker) stopRetained(ctx context.Context, p teardownParams, cfg DriverConfig) (any, error) {
 	t, s, err := w.openTeardown(ctx, p, cfg)
 	if err != nil {
 		return nil, err
