@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -310,15 +311,18 @@ func (w *Worker) configureExpiry(ctx context.Context, client *daytona.Client, sb
 	if requested == nil {
 		return expiry{}, nil
 	}
-	deadline, ok := parseJSDate(*requested)
+	deadline, ok := parseJSDate(*requested, time.Local)
 	if !ok {
 		return expiry{}, nil
 	}
-	minutes := int(deadline.Sub(w.now()) / time.Minute)
-	if deadline.Before(w.now()) || minutes < 1 {
+	// Math.floor((requestedMs - nowMs) / 60_000), held within what a
+	// time.Duration of minutes can say (about 292 years), as before.
+	ahead := deadline - w.now().UnixMilli()
+	if ahead < 60_000 {
 		return expiry{}, nil
 	}
-	if _, err := client.SetTTL(ctx, sbx.ID, minutes); err != nil {
+	minutes := min(ahead/60_000, int64(math.MaxInt64/time.Minute))
+	if _, err := client.SetTTL(ctx, sbx.ID, int(minutes)); err != nil {
 		return expiry{}, err
 	}
 	fresh, err := client.Get(ctx, sbx.ID)
@@ -332,14 +336,4 @@ func (w *Worker) configureExpiry(ctx context.Context, client *daytona.Client, sb
 		at = ""
 	}
 	return expiry{at: at, sandbox: fresh}, nil
-}
-
-// parseJSDate accepts the ISO forms Date.parse does in practice.
-func parseJSDate(s string) (time.Time, bool) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, true
-		}
-	}
-	return time.Time{}, false
 }
