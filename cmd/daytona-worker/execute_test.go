@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,12 +123,21 @@ type reply struct {
 type invocationLog struct {
 	stdout, stderr   bytes.Buffer // unless hashed
 	outHash, errHash hashCounter
+	outPieces        []loggedPiece // the stdout chunks, when hashed
 	hashed           bool
 	chunks           int
 	maxChunkUnits    int // the largest chunk in UTF-16 units (the host's limit), or bytes below it
 	afterReply       int // notifications that came after the reply
 	replied          bool
 	firstAt, lastAt  time.Time // arrival of the first and the last chunk
+}
+
+// loggedPiece stands for one hashed execute.log chunk: enough to find it
+// in an output none of whose stretches of 128 bytes occurs twice.
+type loggedPiece struct {
+	n    int
+	sum  uint64
+	head string // its first 128 bytes
 }
 
 type hashCounter struct {
@@ -298,6 +308,7 @@ func (h *host) dispatch(v any) {
 		switch {
 		case stream == "stdout" && l.hashed:
 			l.outHash.write(chunk)
+			l.outPieces = append(l.outPieces, loggedPiece{n: len(chunk), sum: digestOf(chunk), head: string(chunk[:min(128, len(chunk))])})
 		case stream == "stdout":
 			l.stdout.Write(chunk)
 		case stream == "stderr" && l.hashed:
@@ -341,7 +352,7 @@ func (h *host) logs(inv string) (stdout, stderr string, l invocationLog) {
 	return got.stdout.String(), got.stderr.String(), invocationLog{
 		hashed: got.hashed, chunks: got.chunks, maxChunkUnits: got.maxChunkUnits,
 		afterReply: got.afterReply, replied: got.replied, firstAt: got.firstAt, lastAt: got.lastAt,
-		outHash: got.outHash, errHash: got.errHash,
+		outHash: got.outHash, errHash: got.errHash, outPieces: slices.Clone(got.outPieces),
 	}
 }
 
@@ -1454,18 +1465,40 @@ func TestExecuteStreamsNoMoreThanTheHostTakes(t *testing.T) {
 	env := startEmulator(t, emulator.Options{})
 	h := startHost(t, hostOptions{hashResults: true})
 	l := h.acquire(leaseConfig(env, ""))
-	line := strings.Repeat("z", 99) + "\n"
-	size := 140_000_000
-	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf("yes '%s' | head -c %d", strings.TrimSuffix(line, "\n"), size)}})
+	// 1 to 1,400,000, zero-padded to 99 digits a line: 140 MB in which every
+	// 100 bytes occur once, so that each chunk the host got can be found.
+	const lines = 1_400_000
+	full := make([]byte, 0, lines*100)
+	for i := 1; i <= lines; i++ {
+		full = fmt.Appendf(full, "%099d\n", i)
+	}
+	r := h.execute(l, cmdSpec{command: "seq", args: []string{"-f", "%099.0f", "1", strconv.Itoa(lines)}})
 	requireResult(t, r)
 	assert.Equal(t, "0", r.exit())
 	streamed := r.Log.outHash.n // ASCII: a character a byte
 	assert.LessOrEqual(t, streamed, int64(hostCap), "nothing past what the host takes")
 	assert.Greater(t, streamed, int64(hostCap-maxChunkBytes), "all the host takes")
-	full := strings.Repeat(line, size/len(line))
-	assert.Equal(t, digestOf([]byte(full[:streamed])), r.Log.outHash.sum(), "the start of the output, in order")
+	// The host's rule: a chunk that would pass the sum is dropped and a
+	// smaller one later may fit. So the chunks are pieces of the output in
+	// order, contiguous until the first one dropped, and a gap only where
+	// what was sent and what was left out together pass the bound.
+	var end, sent int
+	for i, p := range r.Log.outPieces {
+		at := bytes.Index(full[end:], []byte(p.head))
+		if !assert.GreaterOrEqual(t, at, 0, "chunk %d is a piece of the output after the one before", i) {
+			break
+		}
+		at += end
+		if at > end {
+			assert.Greater(t, sent+(at-end), hostCap, "chunk %d: a gap only when the chunk left out would pass the host's bound", i)
+		}
+		if !assert.Equal(t, digestOf(full[at:at+p.n]), p.sum, "chunk %d is the output at %d", i, at) {
+			break
+		}
+		end, sent = at+p.n, sent+p.n
+	}
 	require.NotNil(t, r.StdoutSum)
-	assert.Less(t, r.StdoutSum.N, int64(size), "the result is cut to the host's line")
+	assert.Less(t, r.StdoutSum.N, int64(len(full)), "the result is cut to the host's line")
 	finish(t, h, env, l)
 }
 
