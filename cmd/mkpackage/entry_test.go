@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,6 +69,52 @@ type entryProc struct {
 	stdin  io.WriteCloser
 	lines  *bufio.Scanner
 	stderr *lockedBuffer
+	// exited is closed once the one call of cmd.Wait returns (with waitErr):
+	// a test that gave up waiting and its cleanup must not call it twice.
+	waitOnce sync.Once
+	exited   chan struct{}
+	waitErr  error
+}
+
+// startWait calls cmd.Wait once, in the background, and returns the
+// channel closed when it returns.
+func (p *entryProc) startWait() <-chan struct{} {
+	p.waitOnce.Do(func() {
+		p.exited = make(chan struct{})
+		go func() {
+			p.waitErr = p.cmd.Wait()
+			close(p.exited)
+		}()
+	})
+	return p.exited
+}
+
+// processTree describes the entry process and its children, for a test
+// that timed out waiting for them.
+func (p *entryProc) processTree() string {
+	var b strings.Builder
+	var walk func(pid int, depth int)
+	walk = func(pid int, depth int) {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		state := "gone"
+		if err == nil {
+			for _, line := range strings.Split(string(status), "\n") {
+				if strings.HasPrefix(line, "Name:") || strings.HasPrefix(line, "State:") || strings.HasPrefix(line, "SigCgt:") {
+					state += " " + strings.Join(strings.Fields(line), " ")
+				}
+			}
+			state = strings.TrimPrefix(state, "gone ")
+		}
+		fmt.Fprintf(&b, "%s%d: %s\n", strings.Repeat("  ", depth), pid, state)
+		children, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		for _, c := range strings.Fields(string(children)) {
+			if n, err := strconv.Atoi(c); err == nil && depth < 3 {
+				walk(n, depth+1)
+			}
+		}
+	}
+	walk(p.cmd.Process.Pid, 0)
+	return b.String()
 }
 
 type lockedBuffer struct {
@@ -103,7 +150,10 @@ func startEntry(t *testing.T, node nodeBinary, entry string, env []string, nodeA
 	p.lines.Buffer(make([]byte, 1<<20), 1<<20)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		select {
+		case <-p.startWait():
+		case <-time.After(10 * time.Second):
+		}
 		if t.Failed() {
 			t.Logf("entry stderr:\n%s", p.stderr.String())
 		}
@@ -136,17 +186,15 @@ func jsonInt(i int) string { b, _ := json.Marshal(i); return string(b) }
 // wait waits for the entry process to end, within a generous bound.
 func (p *entryProc) wait(t *testing.T) *os.ProcessState {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
 	select {
-	case err := <-done:
+	case <-p.startWait():
 		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			t.Fatal(err)
+		if p.waitErr != nil && !errors.As(p.waitErr, &exit) {
+			t.Fatal(p.waitErr)
 		}
 		return p.cmd.ProcessState
 	case <-time.After(60 * time.Second):
-		t.Fatal("the entry script did not exit")
+		t.Fatalf("the entry script did not exit; its processes:\n%s", p.processTree())
 		return nil
 	}
 }
