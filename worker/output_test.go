@@ -426,3 +426,40 @@ func TestIllFormedUTF8ReplacedAsNodeDecodes(t *testing.T) {
 		assert.Equal(t, tt.want, got, "result of %q", tt.in)
 	}
 }
+
+// A host whose line limit was lowered (DAYTONA_WORKER_MAX_MESSAGE_CHARS)
+// reads no execute.log line longer than it: the chunks shrink to fit, the
+// worst case being bytes that each escape to six characters.
+func TestLogChunksFitALoweredLineLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 64 << 10
+	data := bytes.Repeat([]byte("\x00\x01ü\n"), 100_000)
+	var mu sync.Mutex
+	var joined strings.Builder
+	longest := 0
+	r := newLogNotifier(nil, relayLimits{result: limit}, func(params any) error {
+		// The whole line as rpc writes it, with an invocation id.
+		var buf bytes.Buffer
+		buf.WriteString(`{"jsonrpc":"2.0","method":"execute.log","params":`)
+		if err := params.(*logChunk).WriteJSON(&buf); err != nil {
+			return err
+		}
+		buf.WriteString(`,"paperclipInvocationId":"0b7a1c9e-1111-4222-8333-944455556666"}`)
+		line := buf.Bytes()
+		var got struct{ Params protocol.ExecuteLog }
+		if err := json.Unmarshal(line, &got); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		longest = max(longest, len(utf16.Encode([]rune(string(line)))))
+		joined.WriteString(got.Params.Chunk)
+		return nil
+	})
+	_, _ = r.stream(0).Write(data)
+	r.close()
+	assert.Equal(t, string(data), joined.String(), "all of it, in order")
+	assert.LessOrEqual(t, longest, limit, "no notification longer than the host reads")
+	assert.Equal(t, maxLogChunkBytes, chunkBytesFor(0), "the host's own limit keeps the chunk bound")
+	assert.Equal(t, maxLogChunkBytes, chunkBytesFor(134217728))
+}

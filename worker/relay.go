@@ -13,6 +13,18 @@ import (
 // so this bound keeps every chunk well inside the limit.
 const maxLogChunkBytes = 512 << 10
 
+// chunkBytesFor is the largest chunk whose notification stays within a
+// line of lineLimit UTF-16 units (0: the host's own, far above the chunk
+// bound): a byte escapes to at most 6 (\u00XX), and the envelope with the
+// invocation id takes under 1 Ki. Only a host whose line limit was lowered
+// (DAYTONA_WORKER_MAX_MESSAGE_CHARS) gets smaller chunks.
+func chunkBytesFor(lineLimit int64) int {
+	if lineLimit <= 0 {
+		return maxLogChunkBytes
+	}
+	return int(max(4, min(int64(maxLogChunkBytes), (lineLimit-1024)/6)))
+}
+
 // maxPendingLogBytes bounds output read but not yet handed to the sender:
 // past it, the reader waits for the host pipe, so a command that prints
 // faster than the host reads does not race ahead of it.
@@ -29,6 +41,8 @@ const maxPendingLogBytes = 8 << 20
 // written), so relaying costs no copy and no garbage per byte.
 type logRelay struct {
 	deliver func(stream int, chunk [][]byte) error
+	// chunkBytes bounds one chunk (chunkBytesFor).
+	chunkBytes int
 	// limit is the most UTF-16 units the result can carry (see trimMiddle);
 	// 0 keeps all of the output.
 	limit int64
@@ -99,6 +113,7 @@ func newLogNotifier(large *largeBlocks, limits relayLimits, notify func(params a
 	})
 	r.out[0].large, r.out[1].large = large, large
 	r.limit = limits.result
+	r.chunkBytes = chunkBytesFor(limits.result)
 	return r
 }
 
@@ -169,7 +184,7 @@ func (r *logRelay) sentUnits(sent [2]int64) (int64, bool) {
 // startLogRelay returns a relay whose sender starts with the first output:
 // a command that prints nothing costs no goroutine.
 func startLogRelay(deliver func(stream int, chunk [][]byte) error) *logRelay {
-	r := &logRelay{deliver: deliver, done: make(chan struct{})}
+	r := &logRelay{deliver: deliver, chunkBytes: maxLogChunkBytes, done: make(chan struct{})}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -266,7 +281,7 @@ func (r *logRelay) forward(stream int, data [][]byte, final bool) {
 		}
 	}
 	for total > 0 {
-		n := min(total, maxLogChunkBytes)
+		n := min(total, r.chunkBytes)
 		head, rest := splitRun(data, n)
 		if n < total {
 			if cut := incompleteTail(runSuffix(head, 3)); cut > 0 {
