@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/paperclipai/daytona-worker/internal/jsquote"
 )
 
 // jsObject is a JSON object as JavaScript's JSON.parse builds it: a key
@@ -113,7 +114,7 @@ func jsWrite(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			jsWriteString(b, k)
+			jsquote.Write(b, k)
 			b.WriteByte(':')
 			jsWrite(b, v.vals[k])
 		}
@@ -128,7 +129,7 @@ func jsWrite(b *strings.Builder, v any) {
 		}
 		b.WriteByte(']')
 	case string:
-		jsWriteString(b, v)
+		jsquote.Write(b, v)
 	case json.Number:
 		f, err := strconv.ParseFloat(string(v), 64)
 		switch {
@@ -156,46 +157,4 @@ func cmpUint(a, b uint64) int {
 		return 1
 	}
 	return 0
-}
-
-// jsWriteString quotes s as JSON.stringify does: `"`, `\` and control
-// characters are escaped (\b \f \n \r \t, else \u00xx), nothing else.
-func jsWriteString(b *strings.Builder, s string) {
-	const hex = "0123456789abcdef"
-	b.WriteByte('"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			_, size := utf8.DecodeRuneInString(s[i:])
-			b.WriteString(s[i : i+size])
-			i += size
-			continue
-		}
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if c < 0x20 {
-				b.WriteString(`\u00`)
-				b.WriteByte(hex[c>>4])
-				b.WriteByte(hex[c&0xf])
-			} else {
-				b.WriteByte(c)
-			}
-		}
-		i++
-	}
-	b.WriteByte('"')
 }

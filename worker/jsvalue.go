@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/paperclipai/daytona-worker/internal/jsquote"
 )
 
 // The Node plugin parses config with JavaScript's coercions (Number(x),
@@ -356,7 +358,7 @@ func writeJSIndented(b *bytes.Buffer, v any, depth int) {
 			b.WriteString("null")
 		}
 	case string:
-		b.WriteString(jsonString(v))
+		b.WriteString(jsquote.String(v))
 	case []any:
 		if len(v) == 0 {
 			b.WriteString("[]")
@@ -379,7 +381,7 @@ func writeJSIndented(b *bytes.Buffer, v any, depth int) {
 		}
 		b.WriteString("{\n")
 		for i, k := range v.keys {
-			b.WriteString(pad(depth+1) + jsonString(k) + ": ")
+			b.WriteString(pad(depth+1) + jsquote.String(k) + ": ")
 			writeJSIndented(b, v.vals[k], depth+1)
 			if i < len(v.keys)-1 {
 				b.WriteByte(',')

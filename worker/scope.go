@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+
+	"github.com/paperclipai/daytona-worker/internal/jsquote"
 )
 
 // scope identifies one lease the way the plugin's handle cache does: the
@@ -115,7 +117,7 @@ func writeStable(b *strings.Builder, v any) {
 			b.WriteString("false")
 		}
 	case string:
-		b.WriteString(jsonString(v))
+		b.WriteString(jsquote.String(v))
 	case []any:
 		b.WriteByte('[')
 		for i, x := range v {
@@ -138,7 +140,7 @@ func writeStable(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(jsonString(k))
+			b.WriteString(jsquote.String(k))
 			b.WriteByte(':')
 			writeStable(b, v[k])
 		}
@@ -151,41 +153,4 @@ func writeStable(b *strings.Builder, v any) {
 		}
 		b.Write(raw)
 	}
-}
-
-// jsonString quotes s as JSON.stringify does: no HTML escaping, and
-// U+2028/U+2029 left as they are.
-func jsonString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\b':
-			b.WriteString(`\b`)
-		case '\f':
-			b.WriteString(`\f`)
-		default:
-			if r < 0x20 {
-				const hex = "0123456789abcdef"
-				b.WriteString(`\u00`)
-				b.WriteByte(hex[r>>4])
-				b.WriteByte(hex[r&0xf])
-				continue
-			}
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }
