@@ -299,6 +299,48 @@ func TestEntryForwardsTermAndInt(t *testing.T) {
 	})
 }
 
+// A signal that reaches the entry the moment its child exists (the binary
+// may already have answered the host) is passed on, not the entry's death
+// with the binary left running. A preload holds the entry inside spawn
+// until the child is ready, then signals the entry, so the signal lands
+// between the spawn and the statement after it every time. Before the fix
+// the listeners came after the spawn: Node died of the SIGTERM and the
+// child ran on (TestEntryForwardsTermAndInt timed out so once under load).
+func TestEntryForwardsASignalThatFollowsTheSpawn(t *testing.T) {
+	needBuilt(t)
+	eachNode(t, func(t *testing.T, node nodeBinary) {
+		if node.execve {
+			t.Skip("the binary replaces the entry: there is no child")
+		}
+		dir := t.TempDir()
+		ready := filepath.Join(dir, "ready")
+		// The fake binary catches TERM, says it is ready, and gives up
+		// after 5 s, so that a regression fails instead of hanging.
+		fake := script(t, `trap 'echo "child got TERM" >&2; exit 0' TERM
+: > "$READY"
+i=0; while [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; exit 3`)
+		preload := filepath.Join(dir, "signal-after-spawn.mjs")
+		require.NoError(t, os.WriteFile(preload, []byte(`import cp from "node:child_process";
+import { existsSync } from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
+const spawn = cp.spawn;
+cp.spawn = (...args) => {
+  const child = spawn(...args);
+  const until = Date.now() + 10000;
+  while (!existsSync(process.env.READY) && Date.now() < until) {}
+  process.kill(process.pid, "SIGTERM");
+  return child;
+};
+syncBuiltinESMExports();
+`), 0o644))
+		p := startEntry(t, node, install(t, true),
+			[]string{"DAYTONA_WORKER_BINARY=" + fake, "READY=" + ready}, "--import", "file://"+preload)
+		state := p.wait(t)
+		assert.Equal(t, 0, state.ExitCode(), "the entry ends as its child did: %v", state)
+		assert.Contains(t, p.stderr.String(), "child got TERM")
+	})
+}
+
 func TestEntryExitsWithTheBinarysCode(t *testing.T) {
 	needBuilt(t)
 	eachNode(t, func(t *testing.T, node nodeBinary) {
