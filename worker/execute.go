@@ -427,11 +427,35 @@ func (c *command) timeoutMessage() string {
 // when the answer did not come in time).
 func (c *command) oneShotTimeoutMessage(err error) string {
 	if !c.gitNet {
-		if msg := strings.TrimFunc(err.Error(), isJSWhitespace); msg != "" {
+		// The SDK's text as it is: a timed-out result needs no word for the
+		// host's transient classifier, which reads errors only.
+		text := err.Error()
+		var ae *daytona.APIError
+		if errors.As(err, &ae) {
+			text = ae.Message
+		}
+		if msg := strings.TrimFunc(text, isJSWhitespace); msg != "" {
 			return msg
 		}
 	}
 	return c.timeoutMessage()
+}
+
+// daytonaTimedOut is the plugin's answer to a Daytona call of a command that
+// timed out (a 408 or 504 answer, a request past its client deadline): the
+// SDK raises DaytonaTimeoutError, which executeInSession and executeOneShot
+// turn into a timed-out result whose stderr is the error's message (the git
+// wording for git network commands) and whose stdout is empty, with the
+// time since the dispatch began when it had. Not when the caller cancelled.
+func (c *command) daytonaTimedOut(ctx context.Context, err error, dispatched *time.Time) (*execResult, bool) {
+	if !errors.Is(err, daytona.ErrTimeout) || ctx.Err() != nil {
+		return nil, false
+	}
+	res := &execResult{timedOut: true, stderr: outputText{text: c.oneShotTimeoutMessage(err) + "\n"}}
+	if dispatched != nil {
+		res.metadata = map[string]any{"durationMs": c.w.now().Sub(*dispatched).Milliseconds()}
+	}
+	return res, true
 }
 
 // script builds the login-shell script, uploading stdin first if given. The
@@ -476,6 +500,9 @@ func (c *command) script(ctx context.Context) (string, func(), error) {
 func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 	script, cleanup, err := c.script(ctx)
 	if err != nil {
+		if res, ok := c.daytonaTimedOut(ctx, err, nil); ok {
+			return res, nil
+		}
 		return nil, &notDispatched{err}
 	}
 	defer cleanup()
@@ -503,6 +530,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	defer func() { c.leaveSession(ctx, sessionID) }()
 	script, cleanup, err := c.script(ctx)
 	if err != nil {
+		if res, ok := c.daytonaTimedOut(ctx, err, nil); ok {
+			return res, nil
+		}
 		return nil, &notDispatched{err}
 	}
 	defer cleanup()
@@ -532,6 +562,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 		if c.expired(ctx, runCtx) {
 			return c.timedOut(ctx, sessionID, nil, start), nil
 		}
+		if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
+			return res, nil
+		}
 		if errors.Is(err, daytona.ErrBadRequest) {
 			// Refused, so the session may be gone with a stopped sandbox.
 			c.w.leases.forgetSession(c.s.key, sessionID)
@@ -550,6 +583,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 		streamed, err = c.poll(runCtx, tb, sessionID, dispatched.CmdID, relay)
 		if err != nil && !c.expired(ctx, runCtx) {
 			relay.close()
+			if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
+				return res, nil
+			}
 			return nil, err
 		}
 	}
@@ -560,6 +596,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	exitCode, err := c.exitCode(ctx, tb, sessionID, dispatched.CmdID)
 	relay.close()
 	if err != nil {
+		if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
+			return res, nil
+		}
 		return nil, err
 	}
 	return &execResult{exitCode: exitCode, stdout: outputText{blocks: &relay.out[0]}, stderr: outputText{blocks: &relay.out[1]},
