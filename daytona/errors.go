@@ -435,6 +435,8 @@ func parseErrorBody(body []byte) (code, message string) {
 	// axios decodes the body as UTF-8 text first: each ill-formed
 	// sequence becomes one U+FFFD, in text and JSON strings alike.
 	body = utf8text.Replace(body)
+	// Then axios' stripBOM: one leading byte-order mark goes.
+	body = bytes.TrimPrefix(body, []byte("\ufeff"))
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()

@@ -71,6 +71,9 @@ func TestAPIErrorMapping(t *testing.T) {
 		// Each ill-formed UTF-8 sequence is one U+FFFD, as Node decodes it.
 		{name: "ill-formed text", status: 400, body: "bad \xe2\x82 bytes \xff end", wantText: "bad \ufffd bytes \ufffd end"},
 		{name: "ill-formed JSON string", status: 400, body: "{\"message\":\"a\xe2\x82b\"}", wantText: "a\ufffdb"},
+		// axios strips one leading byte-order mark before it parses.
+		{name: "json after a BOM", status: 400, body: "\ufeff{\"message\":\"bom\"}", wantText: "bom"},
+		{name: "text after a BOM", status: 400, body: "\ufeff\ufeffplain", wantText: "\ufeffplain"},
 		{name: "json number", status: 400, body: `42`, wantText: "42"},
 		{name: "json null", status: 400, body: `null`, wantText: "Request failed with status code 400"},
 		{name: "empty message", status: 403, body: `{"message":""}`, wantText: "Request failed with status code 403"},
