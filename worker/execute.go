@@ -560,7 +560,15 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	}
 	if err != nil {
 		if c.expired(ctx, runCtx) {
-			return c.timedOut(ctx, sessionID, nil, start), nil
+			res := c.timedOut(ctx, sessionID, nil, start)
+			var te *daytona.TransportError
+			if !c.gitNet && errors.As(err, &te) && errors.Is(err, daytona.ErrTimeout) {
+				// The dispatch itself outlived the timeout: the plugin's
+				// SDK call fails on its client deadline, and that
+				// message is the result's stderr.
+				res.stderr = outputText{text: strings.TrimFunc(err.Error(), isJSWhitespace) + "\n"}
+			}
+			return res, nil
 		}
 		if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
 			return res, nil

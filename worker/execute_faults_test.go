@@ -93,3 +93,24 @@ func TestExecuteFollowsAgainAfterARefusedLogHandshake(t *testing.T) {
 	assert.Equal(t, 3, rec.Count(routeCommandLogs, l.id), "two refused follows, then the logs read")
 	require.NoError(t, l.destroy(t.Context()))
 }
+
+// TestExecuteHungDispatchReportsTheClientDeadline: a dispatch Daytona never
+// answers fails, in the plugin, on the SDK's client deadline (the command's
+// timeout in whole seconds), and the timed-out result carries that error's
+// message, not the poll path's "Command timed out after N s.".
+func TestExecuteHungDispatchReportsTheClientDeadline(t *testing.T) {
+	t.Parallel()
+	env, _, l := leaseOnEmulator(t, emulator.Options{})
+	env.Server.AddFault(emulator.Fault{Method: "POST", Path: `/process/session/[^/]+/exec$`, Hang: true, Times: 1})
+	r := executeResult(t, l, `"command":"true","timeoutMs":1200`)
+	assert.True(t, r.TimedOut)
+	assert.Nil(t, r.ExitCode)
+	assert.Equal(t, "HTTP request timed out after 2000ms waiting for a response. This is a client-side deadline"+
+		" (DaytonaConfig.requestTimeoutMs, or the per-call operation/execution timeout); any operation"+
+		" already started on the server may still be running.\n", r.Stderr)
+
+	r = executeResult(t, l, `"command":"true"`)
+	assert.False(t, r.TimedOut)
+	assert.Equal(t, 0, exitCodeOf(r))
+	require.NoError(t, l.destroy(t.Context()))
+}
