@@ -421,11 +421,11 @@ func (c *command) timeoutMessage() string {
 	return fmt.Sprintf("Command timed out after %s s.", secs)
 }
 
-// oneShotTimeoutMessage is what the plugin reports for a one-shot command
-// that timed out: the git wording for git network commands, else the SDK
-// error's message, trimmed (the daemon's own on a 408, the client deadline's
-// when the answer did not come in time).
-func (c *command) oneShotTimeoutMessage(err error) string {
+// sdkTimeoutMessage is what the plugin reports for a command whose SDK call
+// timed out (DaytonaTimeoutError): the git wording for git network commands,
+// else the SDK error's message, trimmed (the daemon's own on a 408, the
+// client deadline's when the answer did not come in time).
+func (c *command) sdkTimeoutMessage(err error) string {
 	if !c.gitNet {
 		// The SDK's text as it is: a timed-out result needs no word for the
 		// host's transient classifier, which reads errors only.
@@ -451,7 +451,7 @@ func (c *command) daytonaTimedOut(ctx context.Context, err error, dispatched *ti
 	if !errors.Is(err, daytona.ErrTimeout) || ctx.Err() != nil {
 		return nil, false
 	}
-	res := &execResult{timedOut: true, stderr: outputText{text: c.oneShotTimeoutMessage(err) + "\n"}}
+	res := &execResult{timedOut: true, stderr: outputText{text: c.sdkTimeoutMessage(err) + "\n"}}
 	if dispatched != nil {
 		res.metadata = map[string]any{"durationMs": c.w.now().Sub(*dispatched).Milliseconds()}
 	}
@@ -511,7 +511,7 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 	duration := c.w.now().Sub(start).Milliseconds()
 	if err != nil {
 		if errors.Is(err, daytona.ErrTimeout) && ctx.Err() == nil {
-			return &execResult{timedOut: true, stderr: outputText{text: c.oneShotTimeoutMessage(err) + "\n"},
+			return &execResult{timedOut: true, stderr: outputText{text: c.sdkTimeoutMessage(err) + "\n"},
 				metadata: map[string]any{"durationMs": duration}}, nil
 		}
 		return nil, refusedBeforeRunning(err)
@@ -562,11 +562,11 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 		if c.expired(ctx, runCtx) {
 			res := c.timedOut(ctx, sessionID, nil, start)
 			var te *daytona.TransportError
-			if !c.gitNet && errors.As(err, &te) && errors.Is(err, daytona.ErrTimeout) {
+			if errors.As(err, &te) && errors.Is(err, daytona.ErrTimeout) {
 				// The dispatch itself outlived the timeout: the plugin's
 				// SDK call fails on its client deadline, and that
 				// message is the result's stderr.
-				res.stderr = outputText{text: strings.TrimFunc(err.Error(), isJSWhitespace) + "\n"}
+				res.stderr = outputText{text: c.sdkTimeoutMessage(err) + "\n"}
 			}
 			return res, nil
 		}
