@@ -443,7 +443,7 @@ func (c *Client) do(ctx context.Context, r *request, out any) error {
 func (c *Client) decode(r *request, resp *http.Response, out any) error {
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
 	if err != nil {
-		return c.transportError(resp.Request.Context(), r, err)
+		return c.bodyError(resp.Request.Context(), r, err)
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil

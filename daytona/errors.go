@@ -269,6 +269,8 @@ func nodeNetworkMessage(err error, deadline time.Duration) string {
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded), isNetTimeout(err):
 		return clientDeadlineMessage(deadline)
+	case errors.As(err, new(*bodyAbortedError)):
+		return msgBodyAborted
 	case errors.As(err, &dnsErr):
 		if dnsErr.IsNotFound {
 			return "getaddrinfo ENOTFOUND " + dnsErr.Name
@@ -402,8 +404,34 @@ func RetryAfter(err error) (time.Duration, bool) {
 // newAPIError reads a bounded amount of resp.Body and builds the typed error.
 // The caller still owns (and must close) resp.Body.
 func (c *Client) newAPIError(method string, u *url.URL, resp *http.Response) *APIError {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	return c.apiErrorFromBody(method, u, resp.StatusCode, resp.Header, body)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	e := c.apiErrorFromBody(method, u, resp.StatusCode, resp.Header, body)
+	if err != nil && (resp.Request == nil || resp.Request.Context().Err() == nil) {
+		// axios reads the whole body before it settles: one cut short
+		// fails with its own message, whatever the status.
+		e.Message = msgBodyAborted
+	}
+	return e
+}
+
+// msgBodyAborted is axios' message for a response whose connection was lost
+// after its headers, before the end of its body.
+const msgBodyAborted = "stream has been aborted"
+
+// bodyAbortedError is a response body that could not be read to its end
+// (the connection reset or closed after the headers came).
+type bodyAbortedError struct{ err error }
+
+func (e *bodyAbortedError) Error() string { return e.err.Error() }
+func (e *bodyAbortedError) Unwrap() error { return e.err }
+
+// bodyError is the error of a failed read of a 2xx response's body: worded
+// as axios words it unless the caller's context ended (then that says more).
+func (c *Client) bodyError(ctx context.Context, r *request, err error) *TransportError {
+	if ctx.Err() == nil && !isNetTimeout(err) {
+		err = &bodyAbortedError{err}
+	}
+	return c.transportError(ctx, r, err)
 }
 
 func (c *Client) apiErrorFromBody(method string, u *url.URL, status int, header http.Header, body []byte) *APIError {
@@ -435,6 +463,8 @@ func parseErrorBody(body []byte) (code, message string) {
 	// axios decodes the body as UTF-8 text first: each ill-formed
 	// sequence becomes one U+FFFD, in text and JSON strings alike.
 	body = utf8text.Replace(body)
+	// Then axios' stripBOM: one leading byte-order mark goes.
+	body = bytes.TrimPrefix(body, []byte("\ufeff"))
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()

@@ -3,6 +3,7 @@ package daytona
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -71,6 +72,9 @@ func TestAPIErrorMapping(t *testing.T) {
 		// Each ill-formed UTF-8 sequence is one U+FFFD, as Node decodes it.
 		{name: "ill-formed text", status: 400, body: "bad \xe2\x82 bytes \xff end", wantText: "bad \ufffd bytes \ufffd end"},
 		{name: "ill-formed JSON string", status: 400, body: "{\"message\":\"a\xe2\x82b\"}", wantText: "a\ufffdb"},
+		// axios strips one leading byte-order mark before it parses.
+		{name: "json after a BOM", status: 400, body: "\ufeff{\"message\":\"bom\"}", wantText: "bom"},
+		{name: "text after a BOM", status: 400, body: "\ufeff\ufeffplain", wantText: "\ufeffplain"},
 		{name: "json number", status: 400, body: `42`, wantText: "42"},
 		{name: "json null", status: 400, body: `null`, wantText: "Request failed with status code 400"},
 		{name: "empty message", status: 403, body: `{"message":""}`, wantText: "Request failed with status code 403"},
@@ -378,5 +382,42 @@ func TestCreateRefusesLikeTheSDK(t *testing.T) {
 		if err == nil || err.Error() != tc.want || !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("Create(%+v) = %v, want %q matching ErrInvalidArgument", tc.p, err, tc.want)
 		}
+	}
+}
+
+// TestBodyCutShortIsWordedAsAxios: a response whose connection is lost after
+// its headers, before the end of its body, fails in axios (which reads the
+// whole body before it settles) with "stream has been aborted", whatever the
+// status; the SDK passes that on. Neither is a reset before the answer.
+func TestBodyCutShortIsWordedAsAxios(t *testing.T) {
+	t.Parallel()
+	c, mux, _, _ := setup(t)
+	cut := func(status int) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"id\":\"sb\",", status, http.StatusText(status))
+			_ = buf.Flush()
+			if tc, ok := conn.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // a reset, as a proxy that drops the connection sends
+			}
+			_ = conn.Close()
+		}
+	}
+	mux.HandleFunc("GET /sandbox/ok", cut(200))
+	mux.HandleFunc("GET /sandbox/bad", cut(500))
+
+	_, err := c.Get(t.Context(), "ok")
+	var te *TransportError
+	if !errors.As(err, &te) || err.Error() != "stream has been aborted (Daytona network error)" || !IsTransient(err) || errors.Is(err, ErrNotSent) {
+		t.Errorf("2xx cut short: %v", err)
+	}
+	_, err = c.Get(t.Context(), "bad")
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.StatusCode != 500 || ae.Message != "stream has been aborted" {
+		t.Errorf("5xx cut short: %v", err)
 	}
 }

@@ -48,7 +48,8 @@ type FollowOptions struct {
 	// caller resuming after a drop passes the offsets it already has.
 	SkipStdout, SkipStderr int64
 	// MaxReconnects is how many times a dropped connection is re-established
-	// (resuming where it left off) before the drop is reported.
+	// (resuming where it left off), or a connection whose handshake failed
+	// is dialled again, before the drop or the failure is reported.
 	MaxReconnects int
 	// Prepared, from PrepareLogStream, carries the first connection's
 	// handshake when it is ready; reconnects dial as usual. It stays the
@@ -87,6 +88,21 @@ func (t *Toolbox) FollowSessionCommandLogs(ctx context.Context, sessionID, comma
 	res := &LogStreamResult{StdoutBytes: opts.SkipStdout, StderrBytes: opts.SkipStderr, CloseCode: -1}
 	for {
 		end, err := t.followOnce(ctx, u, opts, res)
+		var refused *handshakeError
+		if errors.As(err, &refused) {
+			// The SDK's follow fails alike on a refused handshake and on a
+			// drop, and the plugin reconnects after either: a refusal that
+			// outlived the dial's own retries (a 500, a proxy's 404) gets
+			// the same one more connection.
+			if ctx.Err() != nil || res.Reconnects >= opts.MaxReconnects {
+				return res, refused.err
+			}
+			res.Reconnects++
+			if err := t.c.clock.Sleep(ctx, t.c.retry.backoffDelay(res.Reconnects, t.c.randf)); err != nil {
+				return res, t.c.transportError(ctx, &request{method: http.MethodGet, url: u}, err)
+			}
+			continue
+		}
 		if err != nil {
 			return res, err
 		}
@@ -110,6 +126,14 @@ func (t *Toolbox) FollowSessionCommandLogs(ctx context.Context, sessionID, comma
 	}
 }
 
+// handshakeError marks a connection that could not be opened (its
+// handshake refused, or the dial failed): worth another connection, like a
+// drop.
+type handshakeError struct{ err error }
+
+func (e *handshakeError) Error() string { return e.err.Error() }
+func (e *handshakeError) Unwrap() error { return e.err }
+
 // errWriter marks failures of the caller's writers, which end the stream
 // for good (unlike read errors).
 type errWriter struct{ err error }
@@ -118,7 +142,7 @@ func (e *errWriter) Error() string { return e.err.Error() }
 func (e *errWriter) Unwrap() error { return e.err }
 
 // followOnce runs one connection. A nil error means the connection ended
-// (described by readEnd); an error is final.
+// (described by readEnd); an error is final, apart from a *handshakeError.
 func (t *Toolbox) followOnce(ctx context.Context, u *url.URL, opts FollowOptions, res *LogStreamResult) (readEnd, error) {
 	var prepared net.Conn
 	if res.Reconnects == 0 {
@@ -126,7 +150,7 @@ func (t *Toolbox) followOnce(ctx context.Context, u *url.URL, opts FollowOptions
 	}
 	conn, err := t.c.dialWS(ctx, u, nil, prepared)
 	if err != nil {
-		return readEnd{}, err
+		return readEnd{}, &handshakeError{err}
 	}
 	defer conn.CloseNow()
 	// One watcher for the whole stream instead of the library's per-frame

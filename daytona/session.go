@@ -175,7 +175,7 @@ func (t *Toolbox) SessionCommandLogs(ctx context.Context, sessionID, commandID s
 	defer drainClose(resp.Body)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxJSONBody))
 	if err != nil {
-		return nil, t.c.transportError(ctx, r, err)
+		return nil, t.c.bodyError(ctx, r, err)
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		var out struct {

@@ -184,6 +184,43 @@ func TestFollowLogsHandshakeErrors(t *testing.T) {
 	}
 }
 
+// A handshake refused with a status the dial does not retry (a 500, a 404
+// from a proxy) gets a reconnect like a drop: the plugin's follow catches
+// either and connects once more before it falls back to polling.
+func TestFollowLogsReconnectsAfterRefusedHandshake(t *testing.T) {
+	t.Parallel()
+	data := logStream()
+	wantOut, wantErr := refDemux(data)
+	for _, refusals := range []int32{1, 2} {
+		c, mux, srv, _ := setup(t)
+		h, _ := serveLog(t, data, 700, 0, websocket.StatusNormalClosure)
+		var calls atomic.Int32
+		mux.HandleFunc("GET /toolbox/sb/process/session/s1/command/c1/logs", func(w http.ResponseWriter, r *http.Request) {
+			if calls.Add(1) <= refusals {
+				writeJSON(w, 500, map[string]any{"statusCode": 500, "message": "upstream hiccup"})
+				return
+			}
+			h(w, r)
+		})
+		var o, e bytes.Buffer
+		tb := c.ToolboxFor("sb", srv.URL+"/toolbox")
+		res, err := tb.FollowSessionCommandLogs(t.Context(), "s1", "c1", FollowOptions{Stdout: &o, Stderr: &e, MaxReconnects: 1})
+		if refusals == 2 {
+			var ae *APIError
+			if !errors.As(err, &ae) || ae.StatusCode != 500 || ae.Message != "upstream hiccup" || calls.Load() != 2 || res.Reconnects != 1 {
+				t.Fatalf("refused twice: res %+v err %v calls %d", res, err, calls.Load())
+			}
+			continue
+		}
+		if err != nil || res.End != StreamClosed || res.Reconnects != 1 || calls.Load() != 2 {
+			t.Fatalf("refused once: res %+v err %v calls %d", res, err, calls.Load())
+		}
+		if !bytes.Equal(o.Bytes(), wantOut) || !bytes.Equal(e.Bytes(), wantErr) {
+			t.Fatal("output differs after the second connection")
+		}
+	}
+}
+
 func TestFollowLogsContextDeadline(t *testing.T) {
 	t.Parallel()
 	c, mux, srv, _ := setup(t)

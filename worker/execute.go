@@ -421,17 +421,41 @@ func (c *command) timeoutMessage() string {
 	return fmt.Sprintf("Command timed out after %s s.", secs)
 }
 
-// oneShotTimeoutMessage is what the plugin reports for a one-shot command
-// that timed out: the git wording for git network commands, else the SDK
-// error's message, trimmed (the daemon's own on a 408, the client deadline's
-// when the answer did not come in time).
-func (c *command) oneShotTimeoutMessage(err error) string {
+// sdkTimeoutMessage is what the plugin reports for a command whose SDK call
+// timed out (DaytonaTimeoutError): the git wording for git network commands,
+// else the SDK error's message, trimmed (the daemon's own on a 408, the
+// client deadline's when the answer did not come in time).
+func (c *command) sdkTimeoutMessage(err error) string {
 	if !c.gitNet {
-		if msg := strings.TrimFunc(err.Error(), isJSWhitespace); msg != "" {
+		// The SDK's text as it is: a timed-out result needs no word for the
+		// host's transient classifier, which reads errors only.
+		text := err.Error()
+		var ae *daytona.APIError
+		if errors.As(err, &ae) {
+			text = ae.Message
+		}
+		if msg := strings.TrimFunc(text, isJSWhitespace); msg != "" {
 			return msg
 		}
 	}
 	return c.timeoutMessage()
+}
+
+// daytonaTimedOut is the plugin's answer to a Daytona call of a command that
+// timed out (a 408 or 504 answer, a request past its client deadline): the
+// SDK raises DaytonaTimeoutError, which executeInSession and executeOneShot
+// turn into a timed-out result whose stderr is the error's message (the git
+// wording for git network commands) and whose stdout is empty, with the
+// time since the dispatch began when it had. Not when the caller cancelled.
+func (c *command) daytonaTimedOut(ctx context.Context, err error, dispatched *time.Time) (*execResult, bool) {
+	if !errors.Is(err, daytona.ErrTimeout) || ctx.Err() != nil {
+		return nil, false
+	}
+	res := &execResult{timedOut: true, stderr: outputText{text: c.sdkTimeoutMessage(err) + "\n"}}
+	if dispatched != nil {
+		res.metadata = map[string]any{"durationMs": c.w.now().Sub(*dispatched).Milliseconds()}
+	}
+	return res, true
 }
 
 // script builds the login-shell script, uploading stdin first if given. The
@@ -476,6 +500,9 @@ func (c *command) script(ctx context.Context) (string, func(), error) {
 func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 	script, cleanup, err := c.script(ctx)
 	if err != nil {
+		if res, ok := c.daytonaTimedOut(ctx, err, nil); ok {
+			return res, nil
+		}
 		return nil, &notDispatched{err}
 	}
 	defer cleanup()
@@ -484,7 +511,7 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 	duration := c.w.now().Sub(start).Milliseconds()
 	if err != nil {
 		if errors.Is(err, daytona.ErrTimeout) && ctx.Err() == nil {
-			return &execResult{timedOut: true, stderr: outputText{text: c.oneShotTimeoutMessage(err) + "\n"},
+			return &execResult{timedOut: true, stderr: outputText{text: c.sdkTimeoutMessage(err) + "\n"},
 				metadata: map[string]any{"durationMs": duration}}, nil
 		}
 		return nil, refusedBeforeRunning(err)
@@ -503,6 +530,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	defer func() { c.leaveSession(ctx, sessionID) }()
 	script, cleanup, err := c.script(ctx)
 	if err != nil {
+		if res, ok := c.daytonaTimedOut(ctx, err, nil); ok {
+			return res, nil
+		}
 		return nil, &notDispatched{err}
 	}
 	defer cleanup()
@@ -530,7 +560,18 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	}
 	if err != nil {
 		if c.expired(ctx, runCtx) {
-			return c.timedOut(ctx, sessionID, nil, start), nil
+			res := c.timedOut(ctx, sessionID, nil, start)
+			var te *daytona.TransportError
+			if errors.As(err, &te) && errors.Is(err, daytona.ErrTimeout) {
+				// The dispatch itself outlived the timeout: the plugin's
+				// SDK call fails on its client deadline, and that
+				// message is the result's stderr.
+				res.stderr = outputText{text: c.sdkTimeoutMessage(err) + "\n"}
+			}
+			return res, nil
+		}
+		if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
+			return res, nil
 		}
 		if errors.Is(err, daytona.ErrBadRequest) {
 			// Refused, so the session may be gone with a stopped sandbox.
@@ -550,6 +591,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 		streamed, err = c.poll(runCtx, tb, sessionID, dispatched.CmdID, relay)
 		if err != nil && !c.expired(ctx, runCtx) {
 			relay.close()
+			if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
+				return res, nil
+			}
 			return nil, err
 		}
 	}
@@ -560,6 +604,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	exitCode, err := c.exitCode(ctx, tb, sessionID, dispatched.CmdID)
 	relay.close()
 	if err != nil {
+		if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
+			return res, nil
+		}
 		return nil, err
 	}
 	return &execResult{exitCode: exitCode, stdout: outputText{blocks: &relay.out[0]}, stderr: outputText{blocks: &relay.out[1]},

@@ -19,6 +19,7 @@ type faultJSON struct {
 	Latency                 string     `json:"latency,omitempty"`
 	Status                  int        `json:"status,omitempty"`
 	Body                    string     `json:"body,omitempty"`
+	EmptyBody               bool       `json:"emptyBody,omitempty"`
 	RetryAfter              string     `json:"retryAfter,omitempty"`
 	Hang                    bool       `json:"hang,omitempty"`
 	DropWebSocketAfterBytes int        `json:"dropWebSocketAfterBytes,omitempty"`
@@ -186,7 +187,7 @@ func (s *Server) adminResult(w http.ResponseWriter, r *http.Request, err error) 
 func toFaultJSON(f Fault) faultJSON {
 	fj := faultJSON{
 		Method: f.Method, Path: f.Path, SandboxID: f.SandboxID, Times: f.Times, Status: f.Status,
-		Body: f.Body, RetryAfter: f.RetryAfter, Hang: f.Hang, DropWebSocketAfterBytes: f.DropWebSocketAfterBytes,
+		Body: f.Body, EmptyBody: f.EmptyBody, RetryAfter: f.RetryAfter, Hang: f.Hang, DropWebSocketAfterBytes: f.DropWebSocketAfterBytes,
 		Command: f.Command, Reply: f.Reply,
 		HalfOpenAfterEnd: f.HalfOpenAfterEnd,
 		Reset:            f.Reset, ResetAfterBytes: f.ResetAfterBytes, SlowBodyChunk: f.SlowBodyChunk,
@@ -206,7 +207,7 @@ func toFaultJSON(f Fault) faultJSON {
 func fromFaultJSON(fj faultJSON) (Fault, error) {
 	f := Fault{
 		Method: fj.Method, Path: fj.Path, SandboxID: fj.SandboxID, Times: fj.Times, Status: fj.Status,
-		Body: fj.Body, RetryAfter: fj.RetryAfter, Hang: fj.Hang, DropWebSocketAfterBytes: fj.DropWebSocketAfterBytes,
+		Body: fj.Body, EmptyBody: fj.EmptyBody, RetryAfter: fj.RetryAfter, Hang: fj.Hang, DropWebSocketAfterBytes: fj.DropWebSocketAfterBytes,
 		Command: fj.Command, Reply: fj.Reply,
 		HalfOpenAfterEnd: fj.HalfOpenAfterEnd,
 		Reset:            fj.Reset, ResetAfterBytes: fj.ResetAfterBytes, SlowBodyChunk: fj.SlowBodyChunk,

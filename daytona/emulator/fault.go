@@ -28,6 +28,7 @@ type Fault struct {
 	Latency    time.Duration // delay before answering (or before the real handler)
 	Status     int           // answer with this status instead of the real handler
 	Body       string        // body for Status; "" = a realistic JSON error for the route
+	EmptyBody  bool          // answer Status with no body at all (as some proxies do), whatever Body says
 	RetryAfter string        // sets Retry-After and Retry-After-{throttler} (e.g. Retry-After-sandbox-create)
 	Hang       bool          // never answer: block until the client gives up or the server closes
 
@@ -353,6 +354,11 @@ func (s *Server) writeFault(w http.ResponseWriter, r *http.Request, f *Fault) {
 			w.Header().Set("X-RateLimit-Remaining-"+name, "0")
 			w.Header().Set("X-RateLimit-Reset-"+name, f.RetryAfter)
 		}
+	}
+	if f.EmptyBody {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(f.Status)
+		return
 	}
 	if f.Body != "" {
 		switch body := strings.TrimSpace(f.Body); {

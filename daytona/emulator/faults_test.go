@@ -245,6 +245,16 @@ func TestFaults(t *testing.T) {
 		assert.Equal(t, page, string(r.body))
 	})
 
+	t.Run("an empty body", func(t *testing.T) {
+		t.Parallel()
+		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+		env.Server.AddFault(emulator.Fault{Path: `^/api/sandbox`, Status: 503, EmptyBody: true, Body: "ignored", Times: 1})
+		r := c.api("GET", "/sandbox", nil)
+		assert.Equal(t, 503, r.status)
+		assert.Empty(t, r.body)
+		assert.Empty(t, r.header.Get("Content-Type"))
+	})
+
 	t.Run("admin API", func(t *testing.T) {
 		t.Parallel()
 		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})

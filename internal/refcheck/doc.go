@@ -18,7 +18,11 @@
 //	{"host_raw": "text", "replies": N}
 //	                      raw text (a newline is added) and how many lines
 //	                      to wait for; with 0 the step waits for quiet
-//	{"hook": {...}}       act on each side's emulator: {"fault": {...}},
+//	{"hook": {...}}       act on each side's emulator: {"fault": {...}}
+//	                      (method, path, sandboxId, times, latency_ms, status,
+//	                      body, empty_body, hang, reset, reset_after_bytes,
+//	                      retry_after, drop_websocket_after_bytes, command:
+//	                      the fields of emulator.Fault),
 //	                      {"clear_faults": true}, {"stop": ID}, {"delete": ID},
 //	                      {"set_error": {"id": ID, "reason": "…", "recoverable": false}},
 //	                      {"missing_container": ID}

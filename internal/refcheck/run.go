@@ -316,7 +316,9 @@ func (p *player) hook(h *Hook) error {
 			return err
 		}
 		s.AddFault(emulator.Fault{Method: f.Method, Path: f.Path, SandboxID: id, Times: f.Times,
-			Latency: time.Duration(f.LatencyMs) * time.Millisecond, Status: f.Status, Body: f.Body, Hang: f.Hang})
+			Latency: time.Duration(f.LatencyMs) * time.Millisecond, Status: f.Status, Body: f.Body, EmptyBody: f.EmptyBody,
+			Hang: f.Hang, Reset: f.Reset, ResetAfterBytes: f.ResetAfterBytes, RetryAfter: f.RetryAfter,
+			DropWebSocketAfterBytes: f.DropWebSocketAfterBytes, Command: f.Command})
 	case h.ClearFaults:
 		s.ClearFaults()
 	case h.Stop != "":

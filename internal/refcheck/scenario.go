@@ -70,7 +70,19 @@ type FaultSpec struct {
 	LatencyMs int    `json:"latency_ms"`
 	Status    int    `json:"status"`
 	Body      string `json:"body"`
+	EmptyBody bool   `json:"empty_body"`
 	Hang      bool   `json:"hang"`
+	// Reset lets the real handler act, then drops the connection (a TCP
+	// reset) once ResetAfterBytes of its body went out: 0 drops it before
+	// the status line.
+	Reset           bool   `json:"reset"`
+	ResetAfterBytes int    `json:"reset_after_bytes"`
+	RetryAfter      string `json:"retry_after"`
+	// DropWebSocketAfterBytes cuts a log or PTY WebSocket without a close
+	// frame after that many payload bytes.
+	DropWebSocketAfterBytes int `json:"drop_websocket_after_bytes"`
+	// Command selects only executes whose command holds this text.
+	Command string `json:"command"`
 }
 
 // SetError puts a sandbox in the error state.
