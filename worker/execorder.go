@@ -18,11 +18,13 @@ import (
 // arrived before it and have not been dispatched yet, and for any earlier
 // execute whose lease is not known yet (its params still undecoded).
 // Ordering is best effort and never a hang: a command uploading its stdin
-// does not hold later ones up (in the plugin they overtake it too), a
-// teardown of the lease ends the wait, and no command waits longer than
-// maxTurnWait.
+// does not hold later ones up (in the plugin they overtake it too), nor does
+// an execute still decoding its params undecodedHold after it arrived (a
+// large stdin, which may be of another lease), a teardown of the lease ends
+// the wait, and no command waits longer than maxTurnWait.
 const (
 	maxTurnWait   = 5 * time.Second
+	undecodedHold = 200 * time.Millisecond
 	turnRecheckAt = 25 * time.Millisecond
 )
 
@@ -46,9 +48,10 @@ type execOrder struct {
 // execTurn is one execute's place in the order. Its methods are no-ops on
 // nil (a call that did not come through an rpc.Conn).
 type execTurn struct {
-	o     *execOrder
-	state turnState
-	lease string
+	o       *execOrder
+	arrived time.Time
+	state   turnState
+	lease   string
 }
 
 func newExecOrder() *execOrder {
@@ -59,7 +62,7 @@ func newExecOrder() *execOrder {
 func (o *execOrder) arrive(req *rpc.Request) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	t := &execTurn{o: o}
+	t := &execTurn{o: o, arrived: time.Now()}
 	o.pending[req] = t
 	o.live = append(o.live, t)
 }
@@ -125,7 +128,7 @@ func (t *execTurn) blocked() (bool, <-chan struct{}) {
 		if e == t {
 			break
 		}
-		if e.state == turnUndecoded || e.state == turnBound && e.lease == t.lease {
+		if e.state == turnUndecoded && time.Since(e.arrived) < undecodedHold || e.state == turnBound && e.lease == t.lease {
 			return true, o.changed
 		}
 	}

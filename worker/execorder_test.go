@@ -139,6 +139,16 @@ func TestExecTurnWaitsOnlyForEarlierCommandsOfItsLease(t *testing.T) {
 	start := time.Now()
 	last.wait(ctx, func() bool { return true })
 	assert.Less(t, time.Since(start), time.Second, "a teardown of the lease ends the wait")
+	o2 := newExecOrder()
+	slow, next := &rpc.Request{}, &rpc.Request{}
+	o2.arrive(slow)
+	o2.arrive(next)
+	o2.take(slow) // still decoding (a large stdin, say)
+	n := o2.take(next)
+	n.bind("L")
+	start = time.Now()
+	n.wait(ctx, func() bool { return false })
+	assert.Less(t, time.Since(start), maxTurnWait/2, "an execute that takes long to decode holds others up only briefly")
 	var none *execTurn
 	none.bind("L")
 	none.wait(ctx, func() bool { return false })
