@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 const (
 	maxTurnWait   = 5 * time.Second
 	undecodedHold = 200 * time.Millisecond
-	turnRecheckAt = 25 * time.Millisecond
+	turnRecheckAt = 100 * time.Millisecond // how often a waiter asks whether its lease is torn down
 )
 
 type turnState int
@@ -38,33 +39,41 @@ const (
 )
 
 // execOrder tracks the executes that arrived and have not been dispatched.
+// A waiting command looks only at the executes still undecoded and at the
+// undispatched ones of its own lease, and sleeps on the one that holds it
+// up: a burst of a thousand executes over a hundred leases costs each
+// command a look at a few others, not at all of them on every change.
 type execOrder struct {
-	mu      sync.Mutex
-	pending map[*rpc.Request]*execTurn // arrived, not yet taken by its handler
-	live    []*execTurn                // not done, in arrival order
-	changed chan struct{}              // closed and replaced on every change
+	mu        sync.Mutex
+	seq       uint64                     // arrival order
+	pending   map[*rpc.Request]*execTurn // arrived, not yet taken by its handler
+	undecoded []*execTurn                // lease not known yet, in arrival order
+	leases    map[string][]*execTurn     // bound or parked turns per lease, in arrival order
 }
 
 // execTurn is one execute's place in the order. Its methods are no-ops on
 // nil (a call that did not come through an rpc.Conn).
 type execTurn struct {
 	o       *execOrder
+	seq     uint64
 	arrived time.Time
 	state   turnState
 	lease   string
+	changed chan struct{} // closed and replaced on every change of this turn
 }
 
 func newExecOrder() *execOrder {
-	return &execOrder{pending: map[*rpc.Request]*execTurn{}, changed: make(chan struct{})}
+	return &execOrder{pending: map[*rpc.Request]*execTurn{}, leases: map[string][]*execTurn{}}
 }
 
 // arrive records an execute request, on the read goroutine.
 func (o *execOrder) arrive(req *rpc.Request) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	t := &execTurn{o: o, arrived: time.Now()}
+	o.seq++
+	t := &execTurn{o: o, seq: o.seq, arrived: time.Now(), changed: make(chan struct{})}
 	o.pending[req] = t
-	o.live = append(o.live, t)
+	o.undecoded = append(o.undecoded, t)
 }
 
 // take hands the request's turn to its handler (nil if it never arrived).
@@ -76,7 +85,7 @@ func (o *execOrder) take(req *rpc.Request) *execTurn {
 	return t
 }
 
-// set changes the turn's state (and lease) and wakes the waiters.
+// set changes the turn's state (and lease) and wakes its waiters.
 func (t *execTurn) set(state turnState, lease string) {
 	if t == nil {
 		return
@@ -87,17 +96,43 @@ func (t *execTurn) set(state turnState, lease string) {
 	if t.state == turnDone {
 		return
 	}
-	t.state, t.lease = state, lease
-	if state == turnDone {
-		for i, e := range o.live {
-			if e == t {
-				o.live = append(o.live[:i:i], o.live[i+1:]...)
-				break
+	switch t.state {
+	case turnUndecoded:
+		o.undecoded = removeTurn(o.undecoded, t)
+	case turnBound, turnParked:
+		if state == turnDone || lease != t.lease {
+			o.leases[t.lease] = removeTurn(o.leases[t.lease], t)
+			if len(o.leases[t.lease]) == 0 {
+				delete(o.leases, t.lease)
 			}
 		}
 	}
-	close(o.changed)
-	o.changed = make(chan struct{})
+	inLease := t.state == turnBound || t.state == turnParked
+	if (state == turnBound || state == turnParked) && (!inLease || lease != t.lease) {
+		o.leases[lease] = insertTurn(o.leases[lease], t)
+	}
+	t.state, t.lease = state, lease
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// removeTurn drops t from turns, keeping the order.
+func removeTurn(turns []*execTurn, t *execTurn) []*execTurn {
+	for i, e := range turns {
+		if e == t {
+			return append(turns[:i:i], turns[i+1:]...)
+		}
+	}
+	return turns
+}
+
+// insertTurn adds t to turns in arrival order (handlers bind in no set order).
+func insertTurn(turns []*execTurn, t *execTurn) []*execTurn {
+	i := len(turns)
+	for i > 0 && turns[i-1].seq > t.seq {
+		i--
+	}
+	return slices.Insert(turns, i, t)
 }
 
 func (t *execTurn) bind(lease string) { t.set(turnBound, lease) }
@@ -119,43 +154,76 @@ func (t *execTurn) unpark() {
 }
 
 // blocked reports whether an earlier execute holds this one up, and the
-// channel that is closed on the next change.
+// channel closed when that one changes.
 func (t *execTurn) blocked() (bool, <-chan struct{}) {
+	held, changed, _ := t.blocker(time.Now())
+	return held, changed
+}
+
+// blocker is blocked with, for an undecoded blocker, the moment it stops
+// holding anybody up (zero otherwise).
+func (t *execTurn) blocker(now time.Time) (bool, <-chan struct{}, time.Time) {
 	o := t.o
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, e := range o.live {
-		if e == t {
+	for _, e := range o.undecoded {
+		if e.seq >= t.seq {
 			break
 		}
-		if e.state == turnUndecoded && time.Since(e.arrived) < undecodedHold || e.state == turnBound && e.lease == t.lease {
-			return true, o.changed
+		if until := e.arrived.Add(undecodedHold); now.Before(until) {
+			return true, e.changed, until
 		}
 	}
-	return false, o.changed
+	// The nearest earlier command holds it up: sleeping on that one wakes
+	// each waiter once per command ahead of it, not once per change.
+	var nearest *execTurn
+	for _, e := range o.leases[t.lease] {
+		if e.seq >= t.seq {
+			break
+		}
+		if e.state == turnBound {
+			nearest = e
+		}
+	}
+	if nearest != nil {
+		return true, nearest.changed, time.Time{}
+	}
+	return false, nil, time.Time{}
 }
 
 // wait returns once no earlier execute holds this one up, stop reports
 // true (the lease is being torn down), ctx ends or maxTurnWait has passed.
+// stop is asked again every turnRecheckAt while the wait lasts.
 func (t *execTurn) wait(ctx context.Context, stop func() bool) {
 	if t == nil {
 		return
 	}
-	deadline := time.NewTimer(maxTurnWait)
-	defer deadline.Stop()
-	tick := time.NewTicker(turnRecheckAt)
-	defer tick.Stop()
+	start := time.Now()
+	held, changed, until := t.blocker(start)
+	if !held || stop() {
+		return // most commands: nobody ahead, no timer
+	}
+	giveUp := start.Add(maxTurnWait)
+	recheck := time.NewTimer(time.Hour)
+	defer recheck.Stop()
 	for {
-		held, changed := t.blocked()
-		if !held || stop() {
+		now := time.Now()
+		if !now.Before(giveUp) {
 			return
 		}
+		next := min(turnRecheckAt, giveUp.Sub(now))
+		if !until.IsZero() {
+			next = min(next, until.Sub(now))
+		}
+		recheck.Reset(next)
 		select {
 		case <-changed:
-		case <-tick.C:
-		case <-deadline.C:
-			return
+		case <-recheck.C:
 		case <-ctx.Done():
+			return
+		}
+		held, changed, until = t.blocker(time.Now())
+		if !held || stop() {
 			return
 		}
 	}
