@@ -56,6 +56,15 @@ type Serializer interface {
 	SerialKey(req *Request) string
 }
 
+// ArrivalObserver is implemented by a Handler that needs to know the order
+// requests arrived in before their goroutines run (which the scheduler
+// starts in no set order): Arrived is called on the read goroutine, with the
+// Conn's lock held, once for each request that will be handled, before its
+// handler starts; keep it quick.
+type ArrivalObserver interface {
+	Arrived(req *Request)
+}
+
 // ShutdownAnswerer is implemented by a Handler some of whose requests must
 // still be answered while the shutdown request runs: other requests that
 // arrive then are refused with -32000, but the host retires (kills) a
@@ -228,6 +237,9 @@ func (c *Conn) dispatch(m *message) {
 			// Added under mu while draining: the shutdown clears draining
 			// under mu before Serve waits for the group.
 			c.late.Add(1)
+			if o, ok := c.handler.(ArrivalObserver); ok {
+				o.Arrived(req)
+			}
 			c.mu.Unlock()
 			go func() {
 				defer c.late.Done()
@@ -254,6 +266,9 @@ func (c *Conn) dispatch(m *message) {
 	c.inflight.Add(1)
 	c.running[req] = struct{}{}
 	c.idle.begin()
+	if o, ok := c.handler.(ArrivalObserver); ok {
+		o.Arrived(req)
+	}
 	if key := c.serialKey(req); key != "" {
 		queue, running := c.serial[key]
 		c.serial[key] = append(queue, req)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -568,6 +569,52 @@ func TestRequestsWithOneSerialKeyRunInArrivalOrder(t *testing.T) {
 	for i, name := range a {
 		assert.Equal(t, fmt.Sprintf("a%d", i+1), name)
 	}
+}
+
+// arrivalHandler records the order Arrived sees requests in, and checks
+// that each handler starts only after its request was seen.
+type arrivalHandler struct {
+	mu      sync.Mutex
+	arrived []string
+	seen    map[*Request]bool
+	unseen  int
+}
+
+func (h *arrivalHandler) Arrived(req *Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.arrived = append(h.arrived, string(req.ID))
+	h.seen[req] = true
+}
+
+func (h *arrivalHandler) Handle(ctx context.Context, req *Request) (any, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.seen[req] {
+		h.unseen++
+	}
+	return nil, nil
+}
+
+func TestArrivalObserverSeesRequestsInArrivalOrderBeforeTheirHandlers(t *testing.T) {
+	t.Parallel()
+	h := &arrivalHandler{seen: map[*Request]bool{}}
+	f := startConn(t, h, Options{})
+	var b strings.Builder
+	var want []string
+	for i := 1; i <= 100; i++ {
+		fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":%d,"method":"run"}`+"\n", i)
+		want = append(want, strconv.Itoa(i))
+	}
+	_, err := io.WriteString(f.toConn, b.String())
+	require.NoError(t, err)
+	for range want {
+		f.recv()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Equal(t, want, h.arrived)
+	assert.Zero(t, h.unseen, "no handler starts before its request is observed")
 }
 
 func TestAfterReplyRunsOnceTheReplyIsWritten(t *testing.T) {

@@ -221,6 +221,12 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		return nil, err
 	}
 	sc = sc.withIDValue(p.leaseIDValue)
+	turn := execTurnFrom(ctx)
+	if p.BypassSession {
+		turn.done() // its own shell: no order to keep
+	} else {
+		turn.bind(sc.key())
+	}
 	out, err := w.leases.withActivity(ctx, sc, false, func() (any, error) {
 		getStart := w.now()
 		s, hit, err := w.getSandbox(ctx, sc)
@@ -237,7 +243,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		if err := s.ensureStarted(ctx, timeoutSeconds(timeoutMs)); err != nil {
 			return nil, err
 		}
-		c := &command{w: w, s: s, p: p.ExecuteParams, env: env, timeoutMs: timeoutMs, gitNet: isGitNetworkCommand(p.Command, p.Args)}
+		c := &command{w: w, s: s, p: p.ExecuteParams, env: env, timeoutMs: timeoutMs, gitNet: isGitNetworkCommand(p.Command, p.Args), turn: turn}
 		run := c.inSession
 		if p.BypassSession {
 			run = c.oneShot
@@ -382,6 +388,7 @@ type command struct {
 	env       []envVar
 	timeoutMs float64
 	gitNet    bool
+	turn      *execTurn // its place among the lease's session commands
 }
 
 // effectiveTimeoutMs caps git network operations so a stalled remote or a
@@ -487,7 +494,10 @@ func (c *command) script(ctx context.Context) (string, func(), error) {
 	}
 	uctx, cancel := context.WithTimeout(ctx, c.requestTimeout())
 	defer cancel()
-	if err := tb.UploadFile(uctx, stdinPath, strings.NewReader(*c.p.Stdin)); err != nil {
+	c.turn.park()
+	err = tb.UploadFile(uctx, stdinPath, strings.NewReader(*c.p.Stdin))
+	c.turn.unpark()
+	if err != nil {
 		cleanup()
 		return "", noop, err
 	}
@@ -545,7 +555,9 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	prepared := tb.PrepareLogStream(runCtx)
 	defer prepared.Close()
 	exec := daytona.SessionExecRequest{Command: "( " + script + " )", Async: true}
+	c.turn.wait(runCtx, func() bool { return c.w.leases.closing(c.s.key) })
 	dispatched, err := tb.SessionExec(runCtx, sessionID, exec)
+	c.turn.done()
 	if err != nil && sessionGone(err) && !c.expired(ctx, runCtx) && !c.w.leases.closing(c.s.key) {
 		// The session's shell is gone, so the command never ran: the sandbox
 		// restarted behind a handle that still said started, or the session

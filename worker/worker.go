@@ -82,6 +82,7 @@ type Worker struct {
 	ptys      *pty.Manager // login PTYs and duplex channels
 
 	outputBlocks *largeBlocks // large blocks of the outputs held (see blockBuffer)
+	execOrder    *execOrder   // executes not dispatched yet, in arrival order
 
 	methods     map[string]methodFunc // built on first use; read-only after
 	methodsOnce sync.Once
@@ -117,6 +118,7 @@ func New(host Host, opts Options) *Worker {
 		creations: newCreations(),
 
 		outputBlocks: &largeBlocks{maxMapped: maxMappedOutput},
+		execOrder:    newExecOrder(),
 	}
 	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger})
 	return w
@@ -144,6 +146,11 @@ func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 	// Daytona requests wait for a free slot oldest host request first, so
 	// that under a burst the calls complete in about the order they came.
 	ctx = daytona.WithWorkStart(ctx, req.Received)
+	if req.Method == protocol.MethodEnvironmentExecute {
+		turn := w.execOrder.take(req)
+		defer turn.done()
+		ctx = withExecTurn(ctx, turn)
+	}
 	switch req.Method {
 	case protocol.MethodInitialize:
 		return w.initialize(ctx, req.Params)

@@ -19,6 +19,10 @@ var (
 	// A template capture without a label names its snapshot
 	// paperclip-<environmentId>-<the first 8 hex digits of a random UUID>.
 	fallbackTemplatePattern = regexp.MustCompile(`^(paperclip-.*-)[0-9a-f]{8}$`)
+	// The emulator keeps a session's files in a folder named after the
+	// session and 8 random hex digits, which a shell error names (a `cd`
+	// that fails in a session command).
+	sessionDirPattern = regexp.MustCompile(`(/daemon/sessions/[^/\s]*-)[0-9a-f]{8}/`)
 	// A port in a loopback URL that is no side's emulator (a closed port the
 	// scenario chose) stays; the emulators' are replaced by name first.
 )
@@ -65,6 +69,7 @@ func (r *replacer) string(s string) string {
 	s = uuidPattern.ReplaceAllString(s, "<uuid>")
 	s = isoPattern.ReplaceAllString(s, "<iso8601>")
 	s = tokenPattern.ReplaceAllString(s, "<token>")
+	s = sessionDirPattern.ReplaceAllString(s, "${1}<hex8>/")
 	return s
 }
 

@@ -32,12 +32,14 @@ func TestNormalizeReplacesEachSidesVolatileValues(t *testing.T) {
 		"url":"http://127.0.0.1:4242/api/sandbox","at":"2026-01-02T03:04:05.678Z","durationMs":17,"getDurationMs":0,"exitCode":0,"n":1.0},
 		"command":"ssh KcHnxnG50oOYH47j9VwMS0uMxUCMBznB@ssh.app.daytona.io","generation":"19a4200e891868925147b9200e12642dafee936d53040dd1c71dcb9bd2f8e5ac",
 		"token":"ae30b260a6ccc0efcb8f8ee50175527b930500b02a45225547bbe9081eeb1226",
-		"templateRef":"paperclip-env-1-7bf62915","other":{"templateRef":"my-template-7bf62915"}}}`))
+		"templateRef":"paperclip-env-1-7bf62915","other":{"templateRef":"my-template-7bf62915"},
+		"stderr":"/tmp/refcheck-emulator-123/sandboxes/0b7a1c9e-1111-4222-8333-944455556666/daemon/sessions/paperclip-0b7a1c9e-1111-4222-8333-944455556666-32893656/0b7a1c9e-1111-4222-8333-944455556666/cmd.sh: line 1: cd: x: No such file or directory"}}`))
 	want := decode(t, `{"result":{"metadata":{"remoteCwd":"${EMULATOR_ROOT}/sandboxes/<uuid>/home",
 		"url":"${DAYTONA_API_URL}/sandbox","at":"<iso8601>","durationMs":"<ms>","getDurationMs":"<ms>","exitCode":0,"n":1.0},
 		"command":"ssh <token>@ssh.app.daytona.io","generation":"<hex64>",
 		"token":"ae30b260a6ccc0efcb8f8ee50175527b930500b02a45225547bbe9081eeb1226",
-		"templateRef":"paperclip-env-1-<hex8>","other":{"templateRef":"my-template-7bf62915"}}}`)
+		"templateRef":"paperclip-env-1-<hex8>","other":{"templateRef":"my-template-7bf62915"},
+		"stderr":"${EMULATOR_ROOT}/sandboxes/<uuid>/daemon/sessions/paperclip-<uuid>-<hex8>/<uuid>/cmd.sh: line 1: cd: x: No such file or directory"}}`)
 	assert.Empty(t, diffOutputs([]any{want}, []any{v}))
 }
 
