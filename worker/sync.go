@@ -127,8 +127,7 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 	eachObject(obj, "operations", func(op map[string]json.RawMessage) {
 		eachObject(op, "files", func(m map[string]json.RawMessage) {
 			truthyFlag(m, "followSymlinks")
-			// `mode & 0o7777`: ToInt32 of Number(mode), 0 for NaN.
-			coerceNumber(m, "mode", func() json.RawMessage { return json.RawMessage("0") })
+			syncMode(m)
 		})
 		eachObject(op, "postUploadCommands", func(c map[string]json.RawMessage) {
 			// max(1, ceil(Number(ms)/1000)); NaN would reach the SDK
@@ -137,6 +136,31 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 		})
 	})
 	return nil
+}
+
+// syncMode reads a mapping's mode as the plugin does. A file's mode is
+// applied only when `typeof mode === "number"` (in both directions), so any
+// other value is ignored: Number("0600") would be 600, the mode 0o1130. A
+// directory's mode only decides whether the bundle is read-only,
+// `mode !== undefined && (mode & 0o222) === 0`: ToInt32 of Number(mode),
+// where null, NaN and the like are 0.
+func syncMode(m map[string]json.RawMessage) {
+	v, ok := m["mode"]
+	if !ok {
+		return
+	}
+	var kind string
+	if k, ok := m["kind"]; !ok || json.Unmarshal(k, &kind) != nil || kind != filesync.KindDirectory {
+		if jsonKindOf(v) != "number" {
+			delete(m, "mode")
+		}
+		return
+	}
+	if jsonKindOf(v) == "null" {
+		m["mode"] = json.RawMessage("0")
+		return
+	}
+	coerceNumber(m, "mode", func() json.RawMessage { return json.RawMessage("0") })
 }
 
 // coerceNumber replaces a member the plugin uses in arithmetic with

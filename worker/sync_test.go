@@ -107,3 +107,41 @@ func TestIsLoopbackURL(t *testing.T) {
 	assert.False(t, isLoopbackURL("", nil))
 	assert.False(t, isLoopbackURL("", api("https://app.daytona.io/api")))
 }
+
+// A mapping's mode as the plugin reads it: a file's only when it is a
+// number (`typeof mode === "number"`, in both directions); a directory's
+// whenever present, as ToInt32(Number(mode)) for its `mode & 0o222` test
+// (null, NaN and booleans included).
+func TestSyncModesAreReadAsThePluginReadsThem(t *testing.T) {
+	t.Parallel()
+	mode := func(m int64) *int64 { return &m }
+	tests := []struct {
+		mapping string
+		want    *int64
+	}{
+		{`{"kind":"file","mode":384}`, mode(384)},
+		{`{"kind":"file","mode":-1}`, mode(-1)},
+		{`{"kind":"file","mode":"384"}`, nil},
+		{`{"kind":"file","mode":"0600"}`, nil},
+		{`{"kind":"file","mode":null}`, nil},
+		{`{"kind":"file","mode":true}`, nil},
+		{`{"kind":"file"}`, nil},
+		{`{"mode":"0600"}`, nil},
+		{`{"kind":"directory","mode":365}`, mode(365)},
+		{`{"kind":"directory","mode":"0644"}`, mode(644)},
+		{`{"kind":"directory","mode":"abc"}`, mode(0)},
+		{`{"kind":"directory","mode":null}`, mode(0)},
+		{`{"kind":"directory","mode":true}`, mode(1)},
+		{`{"kind":"directory","mode":[]}`, mode(0)},
+		{`{"kind":"directory"}`, nil},
+		{`{"kind":"\u0064irectory","mode":null}`, mode(0)},
+	}
+	for _, tt := range tests {
+		raw := syncInParams(`[` + tt.mapping + `]`)
+		var p protocol.SyncParams
+		require.NoError(t, decodeDriverParams(protocol.MethodEnvironmentSyncIn, json.RawMessage(raw), &p, prepareSyncParams), tt.mapping)
+		ops, err := syncOperations(protocol.MethodEnvironmentSyncIn, p.Operations)
+		require.NoError(t, err, tt.mapping)
+		assert.Equal(t, tt.want, ops[0].Files[0].Mode, tt.mapping)
+	}
+}
