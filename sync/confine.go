@@ -55,6 +55,18 @@ func nodeFSError(op, path string, err error) error {
 	return &hostFSError{msg: fmt.Sprintf("%s: %s, %s '%s'", code, text, op, path), err: err}
 }
 
+// nodeRenameError is a failed fs.rename as Node words it, naming both
+// paths: `EISDIR: illegal operation on a directory, rename 'a' -> 'b'`.
+func nodeRenameError(from, to string, err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if code, text := errnoName(errno); code != "" {
+			return &hostFSError{msg: fmt.Sprintf("%s: %s, rename '%s' -> '%s'", code, text, from, to), err: err}
+		}
+	}
+	return fmt.Errorf("rename '%s' -> '%s': %w", from, to, err)
+}
+
 type hostFSError struct {
 	msg string
 	err error
