@@ -1034,6 +1034,22 @@ func TestSyncInPostUploadFailFast(t *testing.T) {
 	r.done()
 }
 
+// A blank post-upload command goes to Daytona as the SDK sends it, and
+// Daytona's refusal is the error (the files have landed, as in the plugin).
+func TestSyncInPostUploadBlankCommand(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	cfg := r.write("config.txt", "plain", 0o644)
+	for _, blank := range []string{"", "  \t"} {
+		rep, _ := r.in(op("op", []map[string]any{mapping(cfg, r.rpath("config.txt"), "file")},
+			map[string]any{"command": blank}, map[string]any{"command": "touch should-not-run"}))
+		assert.Equal(t, "bad request: command cannot be empty or whitespace-only", r.failed(rep), "%q", blank)
+		assertFile(t, r.rpath("config.txt"), "plain", 0)
+		assertMissing(t, r.rpath("should-not-run"))
+	}
+	r.done()
+}
+
 // §13.8.29, 30: the merged git-workspace operation: two tarballs in one
 // upload and one rename, the extracts in order, fail-fast.
 func TestSyncInMergedWorkspaceOperation(t *testing.T) {
