@@ -105,7 +105,7 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		res := protocol.SyncResult{Operations: make([]protocol.SyncOperationResult, len(results))}
 		for i, r := range results {
 			res.Operations[i] = protocol.SyncOperationResult{
-				OperationID: r.OperationID, FilesTransferred: r.FilesTransferred, BytesTransferred: r.BytesTransferred,
+				OperationID: p.Operations[i].OperationID, FilesTransferred: r.FilesTransferred, BytesTransferred: r.BytesTransferred,
 			}
 		}
 		return res, nil
@@ -252,7 +252,11 @@ func syncOperations(method string, in []protocol.SyncOperation) ([]filesync.Oper
 		if op.Files == nil {
 			return nil, protocol.InvalidParams(method, fmt.Errorf("params.operations[%d].files must be an array", i))
 		}
-		o := filesync.Operation{ID: op.OperationID, Files: make([]filesync.Mapping, len(op.Files))}
+		// The plugin echoes operationId untouched; the result takes it from
+		// the params (see runSync), this string only names the operation.
+		var id string
+		_ = json.Unmarshal(op.OperationID, &id)
+		o := filesync.Operation{ID: id, Files: make([]filesync.Mapping, len(op.Files))}
 		for j, m := range op.Files {
 			fm := filesync.Mapping{
 				SourcePath: m.SourcePath, TargetPath: m.TargetPath, Kind: m.Kind, Exclude: m.Exclude,

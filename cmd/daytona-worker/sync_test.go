@@ -1335,6 +1335,35 @@ func TestSyncRejectsBadInput(t *testing.T) {
 	r.done()
 }
 
+// The plugin never interprets operationId: it echoes it in the result as it
+// came, whatever its JSON type, and an absent one stays absent
+// (JSON.stringify drops undefined).
+func TestSyncEchoesOperationIDs(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	ops := []map[string]any{
+		{"operationId": 5, "files": []map[string]any{}},
+		{"operationId": map[string]any{"a": []any{1, "b"}}, "files": []map[string]any{}},
+		{"operationId": nil, "files": []map[string]any{}},
+		{"operationId": true, "files": []map[string]any{}},
+		{"files": []map[string]any{}},
+		{"operationId": "op", "files": []map[string]any{}},
+	}
+	want := []any{
+		map[string]any{"operationId": float64(5), "filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		map[string]any{"operationId": map[string]any{"a": []any{float64(1), "b"}}, "filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		map[string]any{"operationId": nil, "filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		map[string]any{"operationId": true, "filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		map[string]any{"filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		opResult("op", 0, 0),
+	}
+	rep, _ := r.in(ops...)
+	assert.Equal(t, want, r.ok(rep))
+	rep, _ = r.out(ops...)
+	assert.Equal(t, want, r.ok(rep))
+	r.done()
+}
+
 // ---- incremental sync in ----
 
 // A second sync of the same tree into a reused lease moves almost nothing
