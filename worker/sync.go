@@ -126,8 +126,7 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 	})
 	eachObject(obj, "operations", func(op map[string]json.RawMessage) {
 		eachObject(op, "files", func(m map[string]json.RawMessage) {
-			truthyFlag(m, "followSymlinks")
-			syncMode(m)
+			syncMappingMembers(m)
 		})
 		eachObject(op, "postUploadCommands", func(c map[string]json.RawMessage) {
 			// max(1, ceil(Number(ms)/1000)); NaN would reach the SDK
@@ -136,6 +135,39 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 		})
 	})
 	return nil
+}
+
+// syncMappingMembers reads a mapping's members as the plugin does, where it
+// reads them leniently: a `kind` that is no string is neither "file" nor
+// "directory", so the mapping is dropped; an `access` that is no string is
+// not "rw"; a `writablePath` is only an advisory value (its String()); only
+// a directory's `exclude` is read, spread as `[...(exclude ?? [])]` (a
+// string as its characters); followSymlinks is tested for truthiness.
+func syncMappingMembers(m map[string]json.RawMessage) {
+	truthyFlag(m, "followSymlinks")
+	onlyKind(m, "kind", "string")
+	onlyKind(m, "access", "string")
+	stringifyMember(m, "writablePath")
+	var kind string
+	isDir := json.Unmarshal(m["kind"], &kind) == nil && kind == filesync.KindDirectory
+	if v, ok := m["exclude"]; ok {
+		switch {
+		case !isDir || jsonKindOf(v) == "null":
+			delete(m, "exclude")
+		case jsonKindOf(v) == "string":
+			var text string
+			if json.Unmarshal(v, &text) == nil {
+				chars := make([]string, 0, len(text))
+				for _, r := range text {
+					chars = append(chars, string(r))
+				}
+				if b, err := json.Marshal(chars); err == nil {
+					m["exclude"] = b
+				}
+			}
+		}
+	}
+	syncMode(m)
 }
 
 // syncMode reads a mapping's mode as the plugin does. A file's mode is

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
+	filesync "github.com/paperclipai/daytona-worker/sync"
 )
 
 const syncRemote = "/home/daytona/paperclip-workspace"
@@ -143,5 +145,40 @@ func TestSyncModesAreReadAsThePluginReadsThem(t *testing.T) {
 		ops, err := syncOperations(protocol.MethodEnvironmentSyncIn, p.Operations)
 		require.NoError(t, err, tt.mapping)
 		assert.Equal(t, tt.want, ops[0].Files[0].Mode, tt.mapping)
+	}
+}
+
+// Mapping members the plugin reads leniently never fail the call: a kind
+// that is no string drops the mapping, an access that is no string is not
+// "rw", a writablePath is only an advisory value, and only a directory's
+// exclude is read ([...exclude]: a string gives its characters).
+func TestSyncMappingMembersAreReadAsThePluginReadsThem(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		mapping string
+		check   func(t *testing.T, m filesync.Mapping)
+	}{
+		{`{"kind":5}`, func(t *testing.T, m filesync.Mapping) { assert.Equal(t, "", m.Kind) }},
+		{`{"kind":{"a":1},"access":"rw"}`, func(t *testing.T, m filesync.Mapping) { assert.Equal(t, "", m.Kind) }},
+		{`{"kind":"file","exclude":5}`, func(t *testing.T, m filesync.Mapping) { assert.Nil(t, m.Exclude) }},
+		{`{"kind":"file","exclude":[5,{}]}`, func(t *testing.T, m filesync.Mapping) { assert.Nil(t, m.Exclude) }},
+		{`{"kind":"directory","exclude":null}`, func(t *testing.T, m filesync.Mapping) { assert.Nil(t, m.Exclude) }},
+		{`{"kind":"directory","exclude":"a*ü"}`, func(t *testing.T, m filesync.Mapping) { assert.Equal(t, []string{"a", "*", "ü"}, m.Exclude) }},
+		{`{"kind":"directory","exclude":["*.log"]}`, func(t *testing.T, m filesync.Mapping) { assert.Equal(t, []string{"*.log"}, m.Exclude) }},
+		{`{"kind":"file","access":5}`, func(t *testing.T, m filesync.Mapping) { assert.Equal(t, "", m.Access) }},
+		{`{"kind":"file","access":"rw","writablePath":5}`, func(t *testing.T, m filesync.Mapping) {
+			require.NotNil(t, m.WritablePath)
+			assert.Equal(t, "5", *m.WritablePath)
+		}},
+		{`{"kind":"file","access":"rw","writablePath":null}`, func(t *testing.T, m filesync.Mapping) { assert.Nil(t, m.WritablePath) }},
+	}
+	for _, tt := range tests {
+		mapping := strings.Replace(tt.mapping, "{", `{"sourcePath":"/h/a","targetPath":"`+syncRemote+`/a",`, 1)
+		raw := syncInParams(`[` + mapping + `]`)
+		var p protocol.SyncParams
+		require.NoError(t, decodeDriverParams(protocol.MethodEnvironmentSyncIn, json.RawMessage(raw), &p, prepareSyncParams), tt.mapping)
+		ops, err := syncOperations(protocol.MethodEnvironmentSyncIn, p.Operations)
+		require.NoError(t, err, tt.mapping)
+		tt.check(t, ops[0].Files[0])
 	}
 }
