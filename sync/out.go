@@ -62,7 +62,12 @@ func (c *Config) validateOut(ops []Operation) error {
 				return err
 			}
 			if m.TargetPath == "" {
-				return errors.New("Daytona syncOut requires a host target path")
+				// Worded as the plugin fails on it: the rename of a file's
+				// temp (made in "."), the mkdir of a folder.
+				if m.Kind == KindFile {
+					return nodeRenameError(c.scratchName(""), "", syscall.ENOENT)
+				}
+				return nodeFSError("mkdir", "", syscall.ENOENT)
 			}
 			// A file lands by rename, which replaces a symlink rather than
 			// follow it; a folder is made by a recursive mkdir, which

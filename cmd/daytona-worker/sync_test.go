@@ -1309,6 +1309,12 @@ func TestSyncRejectsBadInput(t *testing.T) {
 		{"a folder as a file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), r.hostPath("dir"), "file")})},
 			// As the plugin's rename of its temp beside the target words it.
 			"EISDIR: illegal operation on a directory, rename '" + r.hostPath(".paperclip-upload-<uuid>") + "' -> '" + r.hostPath("dir") + "'"},
+		// An empty host target, as the plugin's rename of its temp (made
+		// in ".") and its mkdir fail on it.
+		{"an empty file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), "", "file")})},
+			"ENOENT: no such file or directory, rename '.paperclip-upload-<uuid>' -> ''"},
+		{"an empty folder target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), "", "directory")})},
+			"ENOENT: no such file or directory, mkdir ''"},
 	}
 	tempUUID := regexp.MustCompile(`(\.paperclip-upload-)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	for _, tt := range outTests {
