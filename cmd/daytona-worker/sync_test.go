@@ -1034,6 +1034,24 @@ func TestSyncInPostUploadFailFast(t *testing.T) {
 	r.done()
 }
 
+// A host folder with content where the sandbox now has a file fails the
+// sync out before anything on the host changes (row
+// sync-out-extract-conflict: host tar would extract the rest, then fail).
+func TestSyncOutConflictChangesNothing(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	r.sandboxWrite("sd/busy", "file", 0o644)
+	r.sandboxWrite("sd/a.txt", "new", 0o644)
+	require.NoError(t, os.MkdirAll(r.hostPath("t/busy/inner"), 0o755))
+	r.write("t/a.txt", "old", 0o644)
+	rep, _ := r.out(op("op", []map[string]any{mapping(r.rpath("sd"), r.hostPath("t"), "directory")}))
+	assert.Equal(t, "ENOTEMPTY: directory not empty, rename '"+r.hostPath("t/busy")+"'", r.failed(rep))
+	assertFile(t, r.hostPath("t/a.txt"), "old", 0)
+	assert.DirExists(t, r.hostPath("t/busy/inner"))
+	assert.Empty(t, scratch(t, r.hostPath("t")))
+	r.done()
+}
+
 // A blank post-upload command goes to Daytona as the SDK sends it, and
 // Daytona's refusal is the error (the files have landed, as in the plugin).
 func TestSyncInPostUploadBlankCommand(t *testing.T) {
