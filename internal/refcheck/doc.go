@@ -24,6 +24,13 @@
 //	                      {"missing_container": ID}
 //	{"sandboxes": true}   output one line describing the emulator's
 //	                      sandboxes (name, state, labels, intervals)
+//	{"files": "PATH"}     output one line listing a folder of this machine
+//	                      (a sandbox's, e.g. "${CWD}/x", or one in
+//	                      "${HOST_DIR}"): every path below it ("." for
+//	                      itself), sorted, with its type, octal mode, and a
+//	                      file's size and sha256 or a link's target (no
+//	                      times, no owners); {"files": null, "error": …}
+//	                      when it is missing or no folder
 //	{"close_stdin": true} close the workers' stdin; the output is what they
 //	                      write until they exit, then {"exit": code}
 //	{"sleep_ms": N}       pause
@@ -35,11 +42,14 @@
 // which the two sides may differ because of the differences.txt row named.
 // "${NAME}" in a line is replaced by a variable: DAYTONA_API_URL,
 // DAYTONA_API_KEY, EMULATOR_URL, CLOSED_API_URL (nothing listens there),
-// CFG (a config object with the key and the URL; as a whole JSON string it
-// becomes the object), or one captured earlier.
+// HOST_DIR (an empty scratch folder of the side's own, removed after the
+// scenario: host paths of syncs and files steps, so that the two sides
+// never share a host file), CFG (a config object with the key and the URL;
+// as a whole JSON string it becomes the object), or one captured earlier.
 //
 // Normalisation, applied to both sides alike: the side's API URL, emulator
-// root folder, closed URL and API key become their variable names; UUIDs
+// root folder, host folder, closed URL and API key become their variable
+// names; UUIDs
 // become "<uuid>", ISO times "<iso8601>", the emulator's 32-character SSH and
 // preview tokens "<token>", the numbers under durationMs and getDurationMs
 // "<ms>", a 64-hex generation (a digest of the side's sandbox id) "<hex64>",

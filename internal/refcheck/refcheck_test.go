@@ -194,7 +194,9 @@ func TestSameWorkerOnBothSidesIsIdentical(t *testing.T) {
 	require.NoError(t, build.Run())
 	list, err := differences.Load("../../differences.txt")
 	require.NoError(t, err)
-	for _, name := range []string{"acquire-basic", "execute-basic"} {
+	// sync-disk: each side's own ${HOST_DIR} and sandbox folder, listed by
+	// files steps, come out the same once normalised.
+	for _, name := range []string{"acquire-basic", "execute-basic", "sync-disk"} {
 		sc, err := Load(filepath.Join("../../testdata/refcheck", name+".jsonl"))
 		require.NoError(t, err)
 		var (
@@ -248,4 +250,51 @@ func TestOrderRepliesSortsOnlyReplies(t *testing.T) {
 		got[i] = string(b)
 	}
 	require.Equal(t, want, got)
+}
+
+// A files step lists a folder's tree: types, modes (special bits too),
+// sizes and digests of files, link targets; a missing folder says so.
+func TestFilesLineListsATree(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "d é/empty"), 0o750))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "d é/f"), []byte("hi"), 0o600))
+	require.NoError(t, os.Chmod(filepath.Join(root, "d é/f"), os.ModeSetuid|0o755))
+	require.NoError(t, os.Symlink("d é/f", filepath.Join(root, "link")))
+	require.NoError(t, os.Chmod(root, 0o700))
+	got := decodeLine(filesLine(root))
+	want := decode(t, `{"files":[
+		{"path":".","type":"dir","mode":"0700"},
+		{"path":"d é","type":"dir","mode":"0750"},
+		{"path":"d é/empty","type":"dir","mode":"0750"},
+		{"path":"d é/f","type":"file","mode":"4755","size":2,"sha256":"8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4"},
+		{"path":"link","type":"symlink","mode":"0777","link":"d é/f"}]}`)
+	assert.Empty(t, diffOutputs([]any{want}, []any{got}))
+	assert.Empty(t, diffOutputs([]any{decode(t, `{"files":null,"error":"missing"}`)}, []any{decodeLine(filesLine(filepath.Join(root, "nope")))}))
+	assert.Empty(t, diffOutputs([]any{decode(t, `{"files":null,"error":"not a folder"}`)}, []any{decodeLine(filesLine(filepath.Join(root, "link")))}))
+}
+
+// Each side gets its own ${HOST_DIR}, normalised back to its name; a files
+// step's path takes variables.
+func TestHostDirIsPerSideAndNormalised(t *testing.T) {
+	t.Parallel()
+	a, err := newHostDir()
+	require.NoError(t, err)
+	defer removeHostDir(a)
+	b, err := newHostDir()
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(b, "ro/sub"), 0o755))
+	require.NoError(t, os.Chmod(filepath.Join(b, "ro"), 0o555))
+	removeHostDir(b)
+	_, err = os.Stat(b)
+	assert.True(t, os.IsNotExist(err), "a side's folder is removed, read-only folders and all")
+	assert.NotEqual(t, a, b)
+	r := newReplacer(map[string]string{"HOST_DIR": a})
+	assert.Equal(t, "${HOST_DIR}/x", r.string(a+"/x"))
+	sc := &Scenario{Steps: []Step{{Files: "${HOST_DIR}/${SUB}"}}}
+	p := &player{sc: sc, vars: map[string]string{"HOST_DIR": a, "SUB": "s t"}, jsonVars: map[string]json.RawMessage{}, repl: r}
+	require.NoError(t, os.MkdirAll(filepath.Join(a, "s t"), 0o755))
+	out, err := p.step(context.Background(), &sc.Steps[0])
+	require.NoError(t, err)
+	assert.Empty(t, diffOutputs([]any{decode(t, `{"files":[{"path":".","type":"dir","mode":"0755"}]}`)}, out.Lines))
 }
