@@ -181,11 +181,12 @@ func (x *extractor) read(r io.Reader) error {
 }
 
 // archiveReadError is an archive that cannot be read as tar (or a stream
-// that broke off): the plugin's "listing failed".
+// that broke off): the plugin's "listing failed", word for word (its `tar
+// -tvf` failing says no more); the cause stays reachable with errors.As.
 type archiveReadError struct{ err error }
 
 func (e *archiveReadError) Error() string {
-	return "Daytona sync archive listing failed: " + e.err.Error()
+	return "Daytona sync archive listing failed"
 }
 func (e *archiveReadError) Unwrap() error { return e.err }
 

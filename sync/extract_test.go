@@ -138,6 +138,11 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 			"Daytona sync archive entry listing too long"},
 		{"not a tar", nil, "Daytona sync archive listing failed"},
 	}
+	// The plugin's words exactly, as its failing `tar -tvf` gives them.
+	err := extractBytes(t, []byte(strings.Repeat("not a tar archive ", 64)), filepath.Join(t.TempDir(), "restored"))
+	assert.EqualError(t, err, "Daytona sync archive listing failed")
+	var are *archiveReadError
+	assert.True(t, errors.As(err, &are), "the cause is kept")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()
