@@ -53,6 +53,10 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 	}
 	var p protocol.SyncParams
 	if err := decodeDriverParams(method, raw, &p, prepareSyncParams); err != nil {
+		var ne *nullEntryError
+		if errors.As(err, &ne) {
+			return nil, protocol.InvalidParams(method, ne)
+		}
 		return nil, err
 	}
 	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
@@ -124,6 +128,9 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 		onlyKind(lease, "metadata", "object")
 		delete(lease, "expiresAt")
 	})
+	if err := nullEntries(obj); err != nil {
+		return err
+	}
 	eachObject(obj, "operations", func(op map[string]json.RawMessage) {
 		eachObject(op, "files", func(m map[string]json.RawMessage) {
 			syncMappingMembers(m)
@@ -134,6 +141,40 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 			coerceNumber(c, "timeoutMs", nil)
 		})
 	})
+	return nil
+}
+
+// nullEntryError is a null mapping or post-upload command, whose members
+// the plugin reads (`Cannot read properties of null (reading 'access')`):
+// it would decode as an empty one.
+type nullEntryError struct{ path string }
+
+func (e *nullEntryError) Error() string { return e.path + " must be an object" }
+
+// nullEntries finds the first null entry of an operation's files or
+// postUploadCommands.
+func nullEntries(obj map[string]json.RawMessage) error {
+	var ops []json.RawMessage
+	if json.Unmarshal(obj["operations"], &ops) != nil {
+		return nil
+	}
+	for i, raw := range ops {
+		var op map[string]json.RawMessage
+		if json.Unmarshal(raw, &op) != nil {
+			continue
+		}
+		for _, key := range []string{"files", "postUploadCommands"} {
+			var entries []json.RawMessage
+			if json.Unmarshal(op[key], &entries) != nil {
+				continue
+			}
+			for j, e := range entries {
+				if jsonKindOf(e) == "null" {
+					return &nullEntryError{path: fmt.Sprintf("params.operations[%d].%s[%d]", i, key, j)}
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -295,6 +336,12 @@ func syncOperations(method string, in []protocol.SyncOperation) ([]filesync.Oper
 				FollowSymlinks: m.FollowSymlinks, Access: m.Access, WritablePath: m.WritablePath,
 			}
 			if m.Mode != nil {
+				if method == protocol.MethodEnvironmentSyncOut && m.Kind == filesync.KindFile {
+					// The plugin's fs.chmod(temp, mode) refuses it.
+					if err := nodeFileModeError(*m.Mode); err != nil {
+						return nil, err
+					}
+				}
 				mode := int64(jsToInt32(*m.Mode))
 				fm.Mode = &mode
 			}
@@ -308,6 +355,39 @@ func syncOperations(method string, in []protocol.SyncOperation) ([]filesync.Oper
 		ops[i] = o
 	}
 	return ops, nil
+}
+
+// nodeFileModeError is Node's refusal of a numeric fs.chmod mode that is no
+// integer in [0, 2^32-1] (its validateUint32), word for word; nil for a
+// mode it takes. Ours would otherwise apply ToInt32 of it (-1 is 07777).
+func nodeFileModeError(f float64) error {
+	received := jsNumberString(f)
+	isInt := f == math.Trunc(f) && !math.IsInf(f, 0)
+	if isInt && math.Abs(f) > 1<<32 {
+		received = nodeNumericalSeparator(received)
+	}
+	switch {
+	case !isInt:
+		return fmt.Errorf(`The value of "mode" is out of range. It must be an integer. Received %s`, received)
+	case f < 0 || f > math.MaxUint32:
+		return fmt.Errorf(`The value of "mode" is out of range. It must be >= 0 && <= 4294967295. Received %s`, received)
+	}
+	return nil
+}
+
+// nodeNumericalSeparator is Node's addNumericalSeparator: an underscore
+// before every group of three characters from the right.
+func nodeNumericalSeparator(v string) string {
+	start := 0
+	if strings.HasPrefix(v, "-") {
+		start = 1
+	}
+	res := ""
+	i := len(v)
+	for ; i >= start+4; i -= 3 {
+		res = "_" + v[i-3:i] + res
+	}
+	return v[:i] + res
 }
 
 // jsToInt32 is JavaScript's ToInt32, which `mode & 0o7777` applies.

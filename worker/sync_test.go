@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -180,5 +181,66 @@ func TestSyncMappingMembersAreReadAsThePluginReadsThem(t *testing.T) {
 		ops, err := syncOperations(protocol.MethodEnvironmentSyncIn, p.Operations)
 		require.NoError(t, err, tt.mapping)
 		tt.check(t, ops[0].Files[0])
+	}
+}
+
+// A sync-out file's numeric mode goes to the plugin's fs.chmod, which
+// refuses one that is no integer in [0, 2^32-1] with these words (Node 20).
+func TestNodeFileModeError(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[float64]string{
+		420.5:      `The value of "mode" is out of range. It must be an integer. Received 420.5`,
+		-1:         `The value of "mode" is out of range. It must be >= 0 && <= 4294967295. Received -1`,
+		4294967296: `The value of "mode" is out of range. It must be >= 0 && <= 4294967295. Received 4294967296`,
+		5e9:        `The value of "mode" is out of range. It must be >= 0 && <= 4294967295. Received 5_000_000_000`,
+		-5e9:       `The value of "mode" is out of range. It must be >= 0 && <= 4294967295. Received -5_000_000_000`,
+		1e21:       `The value of "mode" is out of range. It must be >= 0 && <= 4294967295. Received 1e_+21`,
+		1.5e-7:     `The value of "mode" is out of range. It must be an integer. Received 1.5e-7`,
+		-0.5:       `The value of "mode" is out of range. It must be an integer. Received -0.5`,
+		0:          "",
+		384:        "",
+		0o100644:   "",
+		4294967295: "",
+	} {
+		err := nodeFileModeError(in)
+		if want == "" {
+			assert.NoError(t, err, "%v", in)
+		} else {
+			assert.EqualError(t, err, want, "%v", in)
+		}
+	}
+	// Only a sync-out file mapping's mode reaches fs.chmod.
+	raw := `{"driverKey":"daytona","companyId":"c","environmentId":"e","config":{},"lease":{"providerLeaseId":"s","metadata":{"remoteCwd":"/w"}},` +
+		`"operations":[{"operationId":"op","files":[{"sourcePath":"/w/a","targetPath":"/h/a","kind":"file","mode":-1}]}]}`
+	var p protocol.SyncParams
+	require.NoError(t, decodeDriverParams(protocol.MethodEnvironmentSyncOut, json.RawMessage(raw), &p, prepareSyncParams))
+	_, err := syncOperations(protocol.MethodEnvironmentSyncOut, p.Operations)
+	assert.EqualError(t, err, `The value of "mode" is out of range. It must be >= 0 && <= 4294967295. Received -1`)
+	_, err = syncOperations(protocol.MethodEnvironmentSyncIn, p.Operations)
+	assert.NoError(t, err, "a sync-in mode is (mode & 0o7777).toString(8): any number")
+}
+
+// A null mapping or post-upload command is one the plugin reads members of
+// (a TypeError there): refused as invalid params before anything moves,
+// where it would decode as an empty one (an empty command sent to Daytona).
+func TestSyncRefusesNullEntries(t *testing.T) {
+	t.Parallel()
+	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	for _, tt := range []struct{ ops, want string }{
+		{`[{"operationId":"op","files":[null]}]`, "params.operations[0].files[0] must be an object"},
+		{`[{"operationId":"op","files":[],"postUploadCommands":[{"command":"true"},null]}]`, "params.operations[0].postUploadCommands[1] must be an object"},
+		{`[{"operationId":"a","files":[]},{"operationId":"b","files":[{"kind":"file"},null]}]`, "params.operations[1].files[1] must be an object"},
+	} {
+		for _, method := range []string{protocol.MethodEnvironmentSyncIn, protocol.MethodEnvironmentSyncOut} {
+			raw := `{"driverKey":"daytona","companyId":"c","environmentId":"e","config":{"apiKey":"k","apiUrl":"http://127.0.0.1:1/api"},` +
+				`"lease":{"providerLeaseId":"s","metadata":{"remoteCwd":"/w"}},"operations":` + tt.ops + `}`
+			_, err := w.Handle(context.Background(), requestOf(method, raw))
+			require.Error(t, err, tt.ops)
+			var rpcErr *protocol.Error
+			require.True(t, errors.As(err, &rpcErr), "%v", err)
+			assert.Equal(t, protocol.CodeInvalidParams, rpcErr.Code)
+			assert.Equal(t, "Invalid params for "+method+": "+tt.want, err.Error())
+		}
 	}
 }
