@@ -253,6 +253,10 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (
 		}
 	}
 	if len(promoted) == 0 {
+		// Nothing to move, so no round trip; the span still marks the
+		// step, as the plugin's trace of a file batch always has
+		// ensureDirectory, transfer and promote.
+		_ = withSpanErr(c, spanOptions{name: spanPromote}, func() error { return nil })
 		return int64(len(mappings)), total, nil
 	}
 	lines := make([]string, 0, 2*len(plans)+1)

@@ -398,6 +398,26 @@ func TestSyncInFileSpans(t *testing.T) {
 	assert.Empty(t, r.h.recordedSpans(inv2))
 }
 
+// A file batch the incremental cache finds in place moves nothing, yet its
+// trace is the plugin's: ensureDirectory, transfer, promote.
+func TestSyncInUnchangedFileSpans(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	cfg := r.write("config.txt", "plain", 0o644)
+	r.ok(func() reply {
+		rep, _ := r.in(op("op", []map[string]any{mapping(cfg, r.rpath("config.txt"), "file")}))
+		return rep
+	}())
+	before := len(r.executes("mv -f"))
+	rep, inv := r.in(op("op", []map[string]any{mapping(cfg, r.rpath("config.txt"), "file")}))
+	r.ok(rep)
+	assert.Equal(t, before, len(r.executes("mv -f")), "nothing was promoted")
+	spans := r.spans(inv, 3)
+	assert.Equal(t, []string{"ensureDirectory", "transfer", "promote"}, spanNames(spans))
+	checkSpanBasics(t, spans)
+	r.done()
+}
+
 // §13.3.9, 11, 12: a directory sync in records pack, ensureDirectory,
 // transfer, extractTarball; pack has its wall time, transfer one guard.
 func TestSyncInDirectorySpans(t *testing.T) {

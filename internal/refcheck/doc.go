@@ -49,12 +49,12 @@
 //
 // Normalisation, applied to both sides alike: the side's API URL, emulator
 // root folder, host folder, closed URL and API key become their variable
-// names; UUIDs
-// become "<uuid>", ISO times "<iso8601>", the emulator's 32-character SSH and
-// preview tokens "<token>", the numbers under durationMs and getDurationMs
-// "<ms>", a 64-hex generation (a digest of the side's sandbox id) "<hex64>",
-// the random end of a template capture's fallback name
-// (templateRef "paperclip-<environmentId>-<hex8>");
-// runs of execute.log notifications of one invocation are joined into one
-// per stream (stdout first), so chunking does not count.
+// names; UUIDs become "<uuid>", ISO times "<iso8601>", the emulator's
+// 32-character SSH and preview tokens "<token>", the numbers under
+// durationMs and getDurationMs, a span.record's startTimeMs and endTimeMs
+// and its *.wall_ms attributes "<ms>", a 64-hex generation (a digest of the
+// side's sandbox id) "<hex64>", the random end of a template capture's
+// fallback name (templateRef "paperclip-<environmentId>-<hex8>"); runs of
+// execute.log notifications of one invocation are joined into one per
+// stream (stdout first), so chunking does not count.
 package refcheck

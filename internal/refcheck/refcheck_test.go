@@ -41,6 +41,17 @@ func TestNormalizeReplacesEachSidesVolatileValues(t *testing.T) {
 	assert.Empty(t, diffOutputs([]any{want}, []any{v}))
 }
 
+// A span.record's times and its wall-time attributes are timings too.
+func TestNormalizeSpanTimings(t *testing.T) {
+	t.Parallel()
+	r := newReplacer(nil)
+	v := r.normalize(decode(t, `{"method":"span.record","params":{"name":"transfer","startTimeMs":1796184975459,"endTimeMs":1796184975467,
+		"attributes":{"paperclip.sandbox.startup.transfer.wall_ms":9,"paperclip.sandbox.startup.transfer.guard.count":1,"paperclip.sandbox.startup.provider":"daytona"}}}`))
+	want := decode(t, `{"method":"span.record","params":{"name":"transfer","startTimeMs":"<ms>","endTimeMs":"<ms>",
+		"attributes":{"paperclip.sandbox.startup.transfer.wall_ms":"<ms>","paperclip.sandbox.startup.transfer.guard.count":1,"paperclip.sandbox.startup.provider":"daytona"}}}`)
+	assert.Empty(t, diffOutputs([]any{want}, []any{v}))
+}
+
 func TestJoinExecuteLogsIgnoresChunking(t *testing.T) {
 	t.Parallel()
 	chunked := []any{
