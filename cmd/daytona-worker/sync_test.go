@@ -1072,6 +1072,24 @@ func TestSyncOutConflictChangesNothing(t *testing.T) {
 	r.done()
 }
 
+// A bulk download Daytona refuses as a whole fails with Daytona's message
+// (row sync-out-download-refused: the SDK says "[object Object]"), for a
+// file batch and a directory alike.
+func TestSyncOutDownloadRefused(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	r.sandboxWrite("o/c.txt", "c", 0o644)
+	for _, m := range []map[string]any{mapping(r.rpath("o/c.txt"), r.hostPath("c.txt"), "file"), mapping(r.rpath("o"), r.hostPath("o"), "directory")} {
+		r.env.Server.AddFault(emulator.Fault{Method: "POST", Path: `/files/bulk-download$`, Status: 400, Times: 1})
+		rep, _ := r.out(op("op", []map[string]any{m}))
+		assert.Equal(t, "emulator fault: injected Bad Request", r.failed(rep), "%v", m["kind"])
+	}
+	assertMissing(t, r.hostPath("c.txt"))
+	assertMissing(t, r.hostPath("o"))
+	assert.Empty(t, scratch(t, r.remote))
+	r.done()
+}
+
 // A blank post-upload command goes to Daytona as the SDK sends it, and
 // Daytona's refusal is the error (the files have landed, as in the plugin).
 func TestSyncInPostUploadBlankCommand(t *testing.T) {
