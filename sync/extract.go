@@ -46,6 +46,7 @@ type extractor struct {
 
 	entries int
 	listed  int64
+	columns *listingColumns // the listing's widths so far, as tar -tvf keeps them
 
 	kinds    map[string]byte // staged path → what is there (tar type flag; 0 = implied directory)
 	links    map[string]string
@@ -198,7 +199,10 @@ func (x *extractor) member(h *tar.Header, data io.Reader) error {
 	if x.entries > maxEntries {
 		return fmt.Errorf("Daytona syncOut tar listing entry limit exceeded (%d)", maxEntries)
 	}
-	line := gnuListing(h)
+	if x.columns == nil {
+		x.columns = newListingColumns()
+	}
+	line := x.columns.line(h)
 	if len(line) > maxListingLine {
 		return errors.New("Daytona sync archive entry listing too long")
 	}
