@@ -78,6 +78,11 @@ func (c *Config) validateOut(ops []Operation) error {
 			}
 			fi, err := stat(m.TargetPath)
 			switch {
+			case m.Kind == KindFile && strings.HasSuffix(m.TargetPath, "/"):
+				// rename(2) of a file onto a name with a trailing slash,
+				// whatever is there.
+				temp := filepath.Join(nodeDirname(m.TargetPath), c.scratchName(""))
+				return nodeRenameError(temp, m.TargetPath, syscall.ENOTDIR)
 			case err != nil:
 			case m.Kind == KindFile && fi.IsDir():
 				// Worded as the plugin's rename of its temp onto the

@@ -1365,6 +1365,11 @@ func TestSyncRejectsBadInput(t *testing.T) {
 		{"a folder as a file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), r.hostPath("dir"), "file")})},
 			// As the plugin's rename of its temp beside the target words it.
 			"EISDIR: illegal operation on a directory, rename '" + r.hostPath(".paperclip-upload-<uuid>") + "' -> '" + r.hostPath("dir") + "'"},
+		// A trailing slash: rename(2) says ENOTDIR, a folder there or not.
+		{"a folder with a trailing slash as a file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), r.hostPath("dir")+"/", "file")})},
+			"ENOTDIR: not a directory, rename '" + r.hostPath(".paperclip-upload-<uuid>") + "' -> '" + r.hostPath("dir") + "/'"},
+		{"a new name with a trailing slash as a file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), r.hostPath("new")+"/", "file")})},
+			"ENOTDIR: not a directory, rename '" + r.hostPath(".paperclip-upload-<uuid>") + "' -> '" + r.hostPath("new") + "/'"},
 		// An empty host target, as the plugin's rename of its temp (made
 		// in ".") and its mkdir fail on it.
 		{"an empty file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), "", "file")})},
