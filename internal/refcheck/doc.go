@@ -6,7 +6,17 @@
 // names) or different. `make refcheck` runs it (cmd/refcheck).
 //
 // A scenario is a file of JSON lines under testdata/refcheck (blank lines
-// and lines starting with '#' are comments):
+// and lines starting with '#' are comments). The sync scenarios of
+// testdata/refcheck-sync are kept apart: they compare real syncs, which the
+// reference copy `make refcheck` sets up cannot make (its file-sync module
+// is a stand-in, row reference-copy-stubs); play them against a copy that
+// has the plugin's module with
+// `bin/refcheck -scenarios testdata/refcheck-sync -reference "node DIR/worker.mjs"`.
+// Their differs name the rows that apply then; played through
+// daytona-worker on both sides they come out identical
+// (TestSameWorkerOnBothSidesIsIdentical plays one of them).
+//
+// Steps:
 //
 //	{"scenario": {...}}   optional first line: "env" (extra environment of
 //	                      both workers, values may use variables),

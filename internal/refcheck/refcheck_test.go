@@ -180,7 +180,9 @@ func TestScenariosCiteExistingRows(t *testing.T) {
 	require.NoError(t, err)
 	scenarios, err := LoadDir("../../testdata/refcheck")
 	require.NoError(t, err)
-	for _, sc := range scenarios {
+	syncScenarios, err := LoadDir("../../testdata/refcheck-sync")
+	require.NoError(t, err)
+	for _, sc := range append(scenarios, syncScenarios...) {
 		for _, st := range sc.Steps {
 			for row := range st.Differs {
 				_, ok := list.ByID(row)
@@ -207,8 +209,8 @@ func TestSameWorkerOnBothSidesIsIdentical(t *testing.T) {
 	require.NoError(t, err)
 	// sync-disk: each side's own ${HOST_DIR} and sandbox folder, listed by
 	// files steps, come out the same once normalised.
-	for _, name := range []string{"acquire-basic", "execute-basic", "sync-disk"} {
-		sc, err := Load(filepath.Join("../../testdata/refcheck", name+".jsonl"))
+	for _, name := range []string{"refcheck/acquire-basic", "refcheck/execute-basic", "refcheck/sync-disk", "refcheck-sync/sync-in-out-basics"} {
+		sc, err := Load(filepath.Join("../../testdata", name+".jsonl"))
 		require.NoError(t, err)
 		var (
 			wg   sync.WaitGroup
