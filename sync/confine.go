@@ -108,6 +108,22 @@ func errnoName(e syscall.Errno) (string, string) {
 		return "EMFILE", "too many open files"
 	case syscall.EIO:
 		return "EIO", "i/o error"
+	case syscall.ENXIO: // opening a socket
+		return "ENXIO", "no such device or address"
+	case syscall.ENODEV:
+		return "ENODEV", "no such device"
+	case syscall.ENFILE:
+		return "ENFILE", "file table overflow"
+	case syscall.EINVAL:
+		return "EINVAL", "invalid argument"
+	case syscall.ETXTBSY:
+		return "ETXTBSY", "text file is busy"
+	case syscall.EAGAIN:
+		return "EAGAIN", "resource temporarily unavailable"
+	case syscall.EFBIG:
+		return "EFBIG", "file too large"
+	case syscall.EOVERFLOW:
+		return "EOVERFLOW", "value too large for defined data type"
 	}
 	return "", ""
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1086,6 +1087,34 @@ func TestSyncOutDownloadRefused(t *testing.T) {
 	}
 	assertMissing(t, r.hostPath("c.txt"))
 	assertMissing(t, r.hostPath("o"))
+	assert.Empty(t, scratch(t, r.remote))
+	r.done()
+}
+
+// A file source that is no regular file is read as the plugin's upload
+// reads it: /dev/null gives an empty file, a socket fails to open (ENXIO);
+// a FIFO, which would block the upload, is refused (row sync-in-fifo-source).
+func TestSyncInSpecialFileSources(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	rep, _ := r.in(op("op", []map[string]any{mapping("/dev/null", r.rpath("null"), "file")}))
+	assert.Equal(t, []any{opResult("op", 1, 0)}, r.ok(rep))
+	assertFile(t, r.rpath("null"), "", 0)
+	// A short folder name: a socket's path is bounded (108 bytes).
+	sockDir, err := os.MkdirTemp("", "sock")
+	require.NoError(t, err)
+	defer os.RemoveAll(sockDir)
+	sock := filepath.Join(sockDir, "s")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	defer ln.Close()
+	rep, _ = r.in(op("op", []map[string]any{mapping(sock, r.rpath("sock"), "file")}))
+	assert.Equal(t, "ENXIO: no such device or address, open '"+sock+"'", r.failed(rep))
+	assertMissing(t, r.rpath("sock"))
+	fifo := r.hostPath("fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	rep, _ = r.in(op("op", []map[string]any{mapping(fifo, r.rpath("fifo"), "file")}))
+	assert.Equal(t, "Daytona syncIn source is a named pipe: "+fifo, r.failed(rep))
 	assert.Empty(t, scratch(t, r.remote))
 	r.done()
 }
