@@ -3,7 +3,6 @@ package daytona
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"math"
 	"net/http"
 	"net/url"
@@ -190,10 +189,9 @@ func jsNumberText(f float64) string {
 const execTimeoutSlack = 5 * time.Second
 
 // Execute runs a command with POST /process/execute.
+// A blank command is sent too, as the SDK sends it: Daytona's refusal
+// (`bad request: command cannot be empty or whitespace-only`) is the error.
 func (t *Toolbox) Execute(ctx context.Context, req ExecuteRequest) (*ExecuteResponse, error) {
-	if strings.TrimSpace(req.Command) == "" {
-		return nil, errors.New("daytona: execute: empty command")
-	}
 	body := struct {
 		Command string            `json:"command"`
 		Cwd     string            `json:"cwd,omitempty"`

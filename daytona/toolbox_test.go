@@ -42,6 +42,8 @@ func TestExecute(t *testing.T) {
 			writeJSON(w, 200, map[string]any{"code": 7, "result": "legacy"})
 		case strings.Contains(body, `"command":"zero"`):
 			writeJSON(w, 200, map[string]any{"result": "ok"})
+		case body == `{"command":"  "}`:
+			writeJSON(w, 400, map[string]any{"statusCode": 400, "message": "bad request: command cannot be empty or whitespace-only", "code": "BAD_REQUEST"})
 		case strings.Contains(body, `"command":"slow"`):
 			writeJSON(w, 408, map[string]any{"statusCode": 408, "message": "request timeout: command execution timeout", "code": "REQUEST_TIMEOUT"})
 		}
@@ -62,8 +64,9 @@ func TestExecute(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) || !hostTransient(err.Error()) {
 		t.Errorf("err = %v", err)
 	}
-	if _, err := tb.Execute(ctx, ExecuteRequest{Command: "  "}); err == nil {
-		t.Error("blank command accepted")
+	// A blank command is Daytona's to refuse, as the SDK leaves it.
+	if _, err := tb.Execute(ctx, ExecuteRequest{Command: "  "}); err == nil || err.Error() != "bad request: command cannot be empty or whitespace-only" {
+		t.Errorf("blank command: %v", err)
 	}
 }
 

@@ -198,7 +198,9 @@ type PostUploadCommand struct {
 
 // SyncOperation is one ordered unit of sync work.
 type SyncOperation struct {
-	OperationID        string              `json:"operationId"`
+	// OperationID is opaque to the provider and echoed as it came, whatever
+	// its JSON type (absent stays absent).
+	OperationID        json.RawMessage     `json:"operationId,omitempty"`
 	Files              []SyncFileMapping   `json:"files"`
 	PostUploadCommands []PostUploadCommand `json:"postUploadCommands,omitempty"`
 }
@@ -212,9 +214,10 @@ type SyncParams struct {
 
 // SyncOperationResult is the per-operation accounting of a sync.
 type SyncOperationResult struct {
-	OperationID      string `json:"operationId"`
-	FilesTransferred int64  `json:"filesTransferred"`
-	BytesTransferred int64  `json:"bytesTransferred"`
+	// OperationID is the operation's own, as it came (omitted when absent).
+	OperationID      json.RawMessage `json:"operationId,omitempty"`
+	FilesTransferred int64           `json:"filesTransferred"`
+	BytesTransferred int64           `json:"bytesTransferred"`
 }
 
 // SyncResult is the result of environmentSyncIn and environmentSyncOut.

@@ -55,6 +55,18 @@ func nodeFSError(op, path string, err error) error {
 	return &hostFSError{msg: fmt.Sprintf("%s: %s, %s '%s'", code, text, op, path), err: err}
 }
 
+// nodeRenameError is a failed fs.rename as Node words it, naming both
+// paths: `EISDIR: illegal operation on a directory, rename 'a' -> 'b'`.
+func nodeRenameError(from, to string, err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		if code, text := errnoName(errno); code != "" {
+			return &hostFSError{msg: fmt.Sprintf("%s: %s, rename '%s' -> '%s'", code, text, from, to), err: err}
+		}
+	}
+	return fmt.Errorf("rename '%s' -> '%s': %w", from, to, err)
+}
+
 type hostFSError struct {
 	msg string
 	err error
@@ -96,6 +108,22 @@ func errnoName(e syscall.Errno) (string, string) {
 		return "EMFILE", "too many open files"
 	case syscall.EIO:
 		return "EIO", "i/o error"
+	case syscall.ENXIO: // opening a socket
+		return "ENXIO", "no such device or address"
+	case syscall.ENODEV:
+		return "ENODEV", "no such device"
+	case syscall.ENFILE:
+		return "ENFILE", "file table overflow"
+	case syscall.EINVAL:
+		return "EINVAL", "invalid argument"
+	case syscall.ETXTBSY:
+		return "ETXTBSY", "text file is busy"
+	case syscall.EAGAIN:
+		return "EAGAIN", "resource temporarily unavailable"
+	case syscall.EFBIG:
+		return "EFBIG", "file too large"
+	case syscall.EOVERFLOW:
+		return "EOVERFLOW", "value too large for defined data type"
 	}
 	return "", ""
 }

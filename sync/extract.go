@@ -46,6 +46,7 @@ type extractor struct {
 
 	entries int
 	listed  int64
+	columns *listingColumns // the listing's widths so far, as tar -tvf keeps them
 
 	kinds    map[string]byte // staged path → what is there (tar type flag; 0 = implied directory)
 	links    map[string]string
@@ -181,11 +182,12 @@ func (x *extractor) read(r io.Reader) error {
 }
 
 // archiveReadError is an archive that cannot be read as tar (or a stream
-// that broke off): the plugin's "listing failed".
+// that broke off): the plugin's "listing failed", word for word (its `tar
+// -tvf` failing says no more); the cause stays reachable with errors.As.
 type archiveReadError struct{ err error }
 
 func (e *archiveReadError) Error() string {
-	return "Daytona sync archive listing failed: " + e.err.Error()
+	return "Daytona sync archive listing failed"
 }
 func (e *archiveReadError) Unwrap() error { return e.err }
 
@@ -197,7 +199,10 @@ func (x *extractor) member(h *tar.Header, data io.Reader) error {
 	if x.entries > maxEntries {
 		return fmt.Errorf("Daytona syncOut tar listing entry limit exceeded (%d)", maxEntries)
 	}
-	line := gnuListing(h)
+	if x.columns == nil {
+		x.columns = newListingColumns()
+	}
+	line := x.columns.line(h)
 	if len(line) > maxListingLine {
 		return errors.New("Daytona sync archive entry listing too long")
 	}

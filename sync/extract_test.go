@@ -62,6 +62,9 @@ func extractBytes(t testing.TB, archive []byte, target string) error {
 	x, created, err := newExtractor(target, ".paperclip-upload-test-stage")
 	require.NoError(t, err)
 	defer x.cleanup()
+	// Listing lines in refusals print times in UTC whatever the zone.
+	x.columns = newListingColumns()
+	x.columns.loc = time.UTC
 	if err := x.read(bytes.NewReader(archive)); err != nil {
 		removeCreated(created)
 		return err
@@ -105,7 +108,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 		{"absolute symlink", []member{{typ: tar.TypeSymlink, name: "evil", link: "/etc"}},
 			"Daytona syncOut refusing tarball link whose target escapes the extraction dir: evil -> /etc"},
 		{"ambiguous symlink name", []member{{typ: tar.TypeSymlink, name: "evil -> decoy", link: "../../outside.txt"}},
-			"Daytona syncOut refusing unparseable or ambiguous symlink entry: lrw-r--r-- daytona/daytona 0 2025-05-06 07:08 evil -> decoy -> ../../outside.txt"},
+			"Daytona syncOut refusing unparseable or ambiguous symlink entry: lrw-r--r-- daytona/daytona   0 2025-05-06 07:08 evil -> decoy -> ../../outside.txt"},
 		{"ambiguous benign symlink name", []member{{typ: tar.TypeSymlink, name: "a -> b", link: "c"}},
 			"Daytona syncOut refusing unparseable or ambiguous symlink entry"},
 		{"symlink then a file through it", []member{
@@ -138,6 +141,11 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 			"Daytona sync archive entry listing too long"},
 		{"not a tar", nil, "Daytona sync archive listing failed"},
 	}
+	// The plugin's words exactly, as its failing `tar -tvf` gives them.
+	err := extractBytes(t, []byte(strings.Repeat("not a tar archive ", 64)), filepath.Join(t.TempDir(), "restored"))
+	assert.EqualError(t, err, "Daytona sync archive listing failed")
+	var are *archiveReadError
+	assert.True(t, errors.As(err, &are), "the cause is kept")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			root := t.TempDir()

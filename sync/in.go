@@ -78,8 +78,12 @@ func validateIn(remoteDir string, ops []Operation) error {
 				if fi.IsDir() {
 					return errors.New("EISDIR: illegal operation on a directory, read")
 				}
-				if !fi.Mode().IsRegular() {
-					return fmt.Errorf("Daytona syncIn source is not a regular file: %s", m.SourcePath)
+				// Anything else is read as the plugin's upload reads it: a
+				// device streams (/dev/null gives an empty file), a socket
+				// fails to open (ENXIO). A FIFO would block the upload until
+				// some writer came, so it is refused (row sync-in-fifo-source).
+				if fi.Mode()&os.ModeNamedPipe != 0 {
+					return fmt.Errorf("Daytona syncIn source is a named pipe: %s", m.SourcePath)
 				}
 			case KindDirectory:
 				if err := checkConfined(remoteDir, m.TargetPath, "target"); err != nil {
@@ -253,6 +257,10 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (
 		}
 	}
 	if len(promoted) == 0 {
+		// Nothing to move, so no round trip; the span still marks the
+		// step, as the plugin's trace of a file batch always has
+		// ensureDirectory, transfer and promote.
+		_ = withSpanErr(c, spanOptions{name: spanPromote}, func() error { return nil })
 		return int64(len(mappings)), total, nil
 	}
 	lines := make([]string, 0, 2*len(plans)+1)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	stdsync "sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -125,12 +126,25 @@ func checkListingLine(line string) error {
 	return nil
 }
 
-// gnuListing renders a header as `tar -tvf` (GNU tar 1.34, C locale,
+// listingColumns is GNU tar's column state over one `tar -tvf` listing:
+// the "owner/group size" field is right-aligned to a width that starts at 19
+// and grows with the longest one seen so far, the time stamp left-aligned to
+// one that starts at 16, so a line's spacing depends on the lines before it
+// (and the plugin quotes whole lines in its refusals). Times are in the
+// local zone, as tar prints them for the plugin (it inherits TZ).
+type listingColumns struct {
+	ugsWidth  int
+	dateWidth int
+	loc       *time.Location // nil: time.Local
+}
+
+func newListingColumns() *listingColumns {
+	return &listingColumns{ugsWidth: 19, dateWidth: len("YYYY-MM-DD HH:MM")}
+}
+
+// line renders the next header as `tar -tvf` (GNU tar 1.34, C locale,
 // default escape quoting) prints it.
-func gnuListing(h *tar.Header) string {
-	var b strings.Builder
-	b.WriteString(modeString(h))
-	b.WriteByte(' ')
+func (c *listingColumns) line(h *tar.Header) string {
 	owner := h.Uname
 	if owner == "" {
 		owner = strconv.Itoa(h.Uid)
@@ -139,18 +153,37 @@ func gnuListing(h *tar.Header) string {
 	if group == "" {
 		group = strconv.Itoa(h.Gid)
 	}
-	b.WriteString(owner + "/" + group)
-	b.WriteByte(' ')
+	var size string
 	switch h.Typeflag {
 	case tar.TypeChar, tar.TypeBlock:
-		b.WriteString(strconv.FormatInt(h.Devmajor, 10) + "," + strconv.FormatInt(h.Devminor, 10))
+		size = strconv.FormatInt(h.Devmajor, 10) + "," + strconv.FormatInt(h.Devminor, 10)
 	case tar.TypeSymlink, tar.TypeLink, tar.TypeDir:
-		b.WriteString("0")
+		size = "0"
 	default:
-		b.WriteString(strconv.FormatInt(h.Size, 10))
+		size = strconv.FormatInt(h.Size, 10)
 	}
+	loc := c.loc
+	if loc == nil {
+		loc = time.Local
+	}
+	stamp := h.ModTime.In(loc).Format("2006-01-02 15:04")
+	if len(stamp) > c.dateWidth {
+		c.dateWidth = len(stamp)
+	}
+	pad := len(owner) + 1 + len(group) + 1 + len(size)
+	if pad > c.ugsWidth {
+		c.ugsWidth = pad
+	}
+	var b strings.Builder
+	b.WriteString(modeString(h))
 	b.WriteByte(' ')
-	b.WriteString(h.ModTime.UTC().Format("2006-01-02 15:04"))
+	b.WriteString(owner + "/" + group)
+	b.WriteByte(' ')
+	b.WriteString(strings.Repeat(" ", c.ugsWidth-pad))
+	b.WriteString(size)
+	b.WriteByte(' ')
+	b.WriteString(stamp)
+	b.WriteString(strings.Repeat(" ", c.dateWidth-len(stamp)))
 	b.WriteByte(' ')
 	b.WriteString(escapeName(h.Name))
 	switch h.Typeflag {
@@ -160,6 +193,11 @@ func gnuListing(h *tar.Header) string {
 		b.WriteString(" link to " + escapeName(h.Linkname))
 	}
 	return b.String()
+}
+
+// gnuListing is the line of a header listed first (fresh column widths).
+func gnuListing(h *tar.Header) string {
+	return newListingColumns().line(h)
 }
 
 // modeString is GNU tar's ten-character mode column.

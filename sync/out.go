@@ -17,7 +17,7 @@ import (
 // mapping is checked before anything moves; the first failure ends the call.
 func Out(ctx context.Context, cfg Config, ops []Operation) ([]Result, error) {
 	cfg.defaults()
-	if err := validateOut(cfg.RemoteDir, ops); err != nil {
+	if err := cfg.validateOut(ops); err != nil {
 		return nil, err
 	}
 	results := make([]Result, 0, len(ops))
@@ -51,7 +51,8 @@ func Out(ctx context.Context, cfg Config, ops []Operation) ([]Result, error) {
 	return results, nil
 }
 
-func validateOut(remoteDir string, ops []Operation) error {
+func (c *Config) validateOut(ops []Operation) error {
+	remoteDir := c.RemoteDir
 	for _, op := range ops {
 		for _, m := range op.Files {
 			if m.Kind != KindFile && m.Kind != KindDirectory {
@@ -61,7 +62,12 @@ func validateOut(remoteDir string, ops []Operation) error {
 				return err
 			}
 			if m.TargetPath == "" {
-				return errors.New("Daytona syncOut requires a host target path")
+				// Worded as the plugin fails on it: the rename of a file's
+				// temp (made in "."), the mkdir of a folder.
+				if m.Kind == KindFile {
+					return nodeRenameError(c.scratchName(""), "", syscall.ENOENT)
+				}
+				return nodeFSError("mkdir", "", syscall.ENOENT)
 			}
 			// A file lands by rename, which replaces a symlink rather than
 			// follow it; a folder is made by a recursive mkdir, which
@@ -72,9 +78,17 @@ func validateOut(remoteDir string, ops []Operation) error {
 			}
 			fi, err := stat(m.TargetPath)
 			switch {
+			case m.Kind == KindFile && strings.HasSuffix(m.TargetPath, "/"):
+				// rename(2) of a file onto a name with a trailing slash,
+				// whatever is there.
+				temp := filepath.Join(nodeDirname(m.TargetPath), c.scratchName(""))
+				return nodeRenameError(temp, m.TargetPath, syscall.ENOTDIR)
 			case err != nil:
 			case m.Kind == KindFile && fi.IsDir():
-				return nodeFSError("rename", m.TargetPath, syscall.EISDIR)
+				// Worded as the plugin's rename of its temp onto the
+				// folder fails.
+				temp := filepath.Join(nodeDirname(m.TargetPath), c.scratchName(""))
+				return nodeRenameError(temp, m.TargetPath, syscall.EISDIR)
 			case m.Kind == KindDirectory && !fi.IsDir():
 				return nodeFSError("mkdir", m.TargetPath, syscall.EEXIST)
 			}
@@ -136,7 +150,8 @@ func (c *Config) outFiles(ctx context.Context, mappings []Mapping) (int64, int64
 		c.removeScratch(ctx, snapshots)
 	}
 	for i, m := range mappings {
-		dir := filepath.Dir(m.TargetPath)
+		// path.dirname, as the plugin takes it ("/a/b/" is in "/a").
+		dir := nodeDirname(m.TargetPath)
 		if err := nodeMkdirAll(dir); err != nil {
 			cleanup()
 			return 0, 0, err
@@ -201,9 +216,11 @@ func (c *Config) outFiles(ctx context.Context, mappings []Mapping) (int64, int64
 			return 0, 0, err
 		}
 		total += fi.Size()
-		if err := os.Rename(f.Name(), m.TargetPath); err != nil {
+		// rename(2) itself: os.Rename says EEXIST for a folder target, the
+		// kernel (and so Node) EISDIR.
+		if err := syscall.Rename(f.Name(), m.TargetPath); err != nil {
 			cleanup()
-			return 0, 0, nodeFSError("rename", m.TargetPath, pathErrno(err))
+			return 0, 0, nodeRenameError(f.Name(), m.TargetPath, err)
 		}
 		temps[i] = nil
 	}

@@ -3,6 +3,8 @@ package sync
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,4 +64,17 @@ func TestCheckConfined(t *testing.T) {
 	// without it (Node's normalize keeps the slash).
 	assert.Error(t, checkConfined("/ws/", "/ws", "source"))
 	assert.NoError(t, checkConfined("/ws/", "/ws/x", "source"))
+}
+
+// A failed rename names both paths, as Node's fs.rename words it.
+func TestNodeRenameError(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	from, to := filepath.Join(dir, "f"), filepath.Join(dir, "d")
+	require.NoError(t, os.WriteFile(from, nil, 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(to, "inner"), 0o755))
+	err := syscall.Rename(from, to)
+	require.Error(t, err)
+	assert.EqualError(t, nodeRenameError(from, to, err),
+		"EISDIR: illegal operation on a directory, rename '"+from+"' -> '"+to+"'")
 }

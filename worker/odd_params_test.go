@@ -262,9 +262,12 @@ func TestTerminalIDsThatAreNoStringsMatchNothing(t *testing.T) {
 	}
 }
 
-// Inside a sync's operations the plugin does arithmetic on `mode` and a
-// post-upload command's `timeoutMs` (so a numeric string works) and tests
-// `followSymlinks` for truthiness; `operations` itself must be iterable.
+// Inside a sync's operations the plugin applies a file's `mode` only when it
+// is a number (a string is ignored: Number("0600") would be the mode
+// 0o1130), tests a directory's `mode & 0o222` (any value, null included),
+// does arithmetic on a post-upload command's `timeoutMs` (so a numeric
+// string works) and tests `followSymlinks` for truthiness; `operations`
+// itself must be iterable.
 func TestSyncOperationMembersAreCoercedAsThePluginDoes(t *testing.T) {
 	t.Parallel()
 	o := newOddParamsWorld(t)
@@ -276,8 +279,10 @@ func TestSyncOperationMembersAreCoercedAsThePluginDoes(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(dir, "real.txt"), filepath.Join(dir, "link.txt")))
 	ops := fmt.Sprintf(`"lease":{"providerLeaseId":"${LEASE}","metadata":{"remoteCwd":"${CWD}"}},"operations":[{"operationId":"op-1","files":[`+
 		`{"sourcePath":%q,"targetPath":"${CWD}/auth.json","kind":"file","mode":"384"},`+
+		`{"sourcePath":%q,"targetPath":"${CWD}/secret.json","kind":"file","mode":384},`+
+		`{"sourcePath":%q,"targetPath":"${CWD}/octal.json","kind":"file","mode":"0600"},`+
 		`{"sourcePath":%q,"targetPath":"${CWD}/deref","kind":"directory","followSymlinks":"yes"}],`+
-		`"postUploadCommands":[{"command":"test -f auth.json","timeoutMs":"5000"},{"command":"true","timeoutMs":"soon"}]}]`, src, dir)
+		`"postUploadCommands":[{"command":"test -f auth.json","timeoutMs":"5000"},{"command":"true","timeoutMs":"soon"}]}]`, src, src, src, dir)
 	o.run(t, []oddParamsCase{
 		{name: "a mode and a timeout given as strings, a truthy followSymlinks", method: "environmentSyncIn", params: ops},
 		{name: "operations absent", method: "environmentSyncIn",
@@ -290,7 +295,14 @@ func TestSyncOperationMembersAreCoercedAsThePluginDoes(t *testing.T) {
 	cwd := o.vars.Replace("${CWD}")
 	fi, err := os.Stat(filepath.Join(cwd, "auth.json"))
 	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), `mode "384" is 0o600`)
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), `mode "384" is ignored: the upload's own mode`)
+	fi, err = os.Stat(filepath.Join(cwd, "octal.json"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), `mode "0600" is ignored, not Number("0600"), 0o1130`)
+	assert.Zero(t, fi.Mode()&os.ModeSticky, `mode "0600" is ignored, not Number("0600"), 0o1130`)
+	fi, err = os.Stat(filepath.Join(cwd, "secret.json"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "mode 384 is 0o600")
 	fi, err = os.Lstat(filepath.Join(cwd, "deref", "link.txt"))
 	require.NoError(t, err)
 	assert.True(t, fi.Mode().IsRegular(), "followSymlinks \"yes\" dereferences the link (tar -h)")

@@ -53,6 +53,10 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 	}
 	var p protocol.SyncParams
 	if err := decodeDriverParams(method, raw, &p, prepareSyncParams); err != nil {
+		var ne *nullEntryError
+		if errors.As(err, &ne) {
+			return nil, protocol.InvalidParams(method, ne)
+		}
 		return nil, err
 	}
 	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
@@ -105,7 +109,7 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		res := protocol.SyncResult{Operations: make([]protocol.SyncOperationResult, len(results))}
 		for i, r := range results {
 			res.Operations[i] = protocol.SyncOperationResult{
-				OperationID: r.OperationID, FilesTransferred: r.FilesTransferred, BytesTransferred: r.BytesTransferred,
+				OperationID: p.Operations[i].OperationID, FilesTransferred: r.FilesTransferred, BytesTransferred: r.BytesTransferred,
 			}
 		}
 		return res, nil
@@ -124,11 +128,12 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 		onlyKind(lease, "metadata", "object")
 		delete(lease, "expiresAt")
 	})
+	if err := nullEntries(obj); err != nil {
+		return err
+	}
 	eachObject(obj, "operations", func(op map[string]json.RawMessage) {
 		eachObject(op, "files", func(m map[string]json.RawMessage) {
-			truthyFlag(m, "followSymlinks")
-			// `mode & 0o7777`: ToInt32 of Number(mode), 0 for NaN.
-			coerceNumber(m, "mode", func() json.RawMessage { return json.RawMessage("0") })
+			syncMappingMembers(m)
 		})
 		eachObject(op, "postUploadCommands", func(c map[string]json.RawMessage) {
 			// max(1, ceil(Number(ms)/1000)); NaN would reach the SDK
@@ -137,6 +142,98 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 		})
 	})
 	return nil
+}
+
+// nullEntryError is a null mapping or post-upload command, whose members
+// the plugin reads (`Cannot read properties of null (reading 'access')`):
+// it would decode as an empty one.
+type nullEntryError struct{ path string }
+
+func (e *nullEntryError) Error() string { return e.path + " must be an object" }
+
+// nullEntries finds the first null entry of an operation's files or
+// postUploadCommands.
+func nullEntries(obj map[string]json.RawMessage) error {
+	var ops []json.RawMessage
+	if json.Unmarshal(obj["operations"], &ops) != nil {
+		return nil
+	}
+	for i, raw := range ops {
+		var op map[string]json.RawMessage
+		if json.Unmarshal(raw, &op) != nil {
+			continue
+		}
+		for _, key := range []string{"files", "postUploadCommands"} {
+			var entries []json.RawMessage
+			if json.Unmarshal(op[key], &entries) != nil {
+				continue
+			}
+			for j, e := range entries {
+				if jsonKindOf(e) == "null" {
+					return &nullEntryError{path: fmt.Sprintf("params.operations[%d].%s[%d]", i, key, j)}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// syncMappingMembers reads a mapping's members as the plugin does, where it
+// reads them leniently: a `kind` that is no string is neither "file" nor
+// "directory", so the mapping is dropped; an `access` that is no string is
+// not "rw"; a `writablePath` is only an advisory value (its String()); only
+// a directory's `exclude` is read, spread as `[...(exclude ?? [])]` (a
+// string as its characters); followSymlinks is tested for truthiness.
+func syncMappingMembers(m map[string]json.RawMessage) {
+	truthyFlag(m, "followSymlinks")
+	onlyKind(m, "kind", "string")
+	onlyKind(m, "access", "string")
+	stringifyMember(m, "writablePath")
+	var kind string
+	isDir := json.Unmarshal(m["kind"], &kind) == nil && kind == filesync.KindDirectory
+	if v, ok := m["exclude"]; ok {
+		switch {
+		case !isDir || jsonKindOf(v) == "null":
+			delete(m, "exclude")
+		case jsonKindOf(v) == "string":
+			var text string
+			if json.Unmarshal(v, &text) == nil {
+				chars := make([]string, 0, len(text))
+				for _, r := range text {
+					chars = append(chars, string(r))
+				}
+				if b, err := json.Marshal(chars); err == nil {
+					m["exclude"] = b
+				}
+			}
+		}
+	}
+	syncMode(m)
+}
+
+// syncMode reads a mapping's mode as the plugin does. A file's mode is
+// applied only when `typeof mode === "number"` (in both directions), so any
+// other value is ignored: Number("0600") would be 600, the mode 0o1130. A
+// directory's mode only decides whether the bundle is read-only,
+// `mode !== undefined && (mode & 0o222) === 0`: ToInt32 of Number(mode),
+// where null, NaN and the like are 0.
+func syncMode(m map[string]json.RawMessage) {
+	v, ok := m["mode"]
+	if !ok {
+		return
+	}
+	var kind string
+	if k, ok := m["kind"]; !ok || json.Unmarshal(k, &kind) != nil || kind != filesync.KindDirectory {
+		if jsonKindOf(v) != "number" {
+			delete(m, "mode")
+		}
+		return
+	}
+	if jsonKindOf(v) == "null" {
+		m["mode"] = json.RawMessage("0")
+		return
+	}
+	coerceNumber(m, "mode", func() json.RawMessage { return json.RawMessage("0") })
 }
 
 // coerceNumber replaces a member the plugin uses in arithmetic with
@@ -228,13 +325,23 @@ func syncOperations(method string, in []protocol.SyncOperation) ([]filesync.Oper
 		if op.Files == nil {
 			return nil, protocol.InvalidParams(method, fmt.Errorf("params.operations[%d].files must be an array", i))
 		}
-		o := filesync.Operation{ID: op.OperationID, Files: make([]filesync.Mapping, len(op.Files))}
+		// The plugin echoes operationId untouched; the result takes it from
+		// the params (see runSync), this string only names the operation.
+		var id string
+		_ = json.Unmarshal(op.OperationID, &id)
+		o := filesync.Operation{ID: id, Files: make([]filesync.Mapping, len(op.Files))}
 		for j, m := range op.Files {
 			fm := filesync.Mapping{
 				SourcePath: m.SourcePath, TargetPath: m.TargetPath, Kind: m.Kind, Exclude: m.Exclude,
 				FollowSymlinks: m.FollowSymlinks, Access: m.Access, WritablePath: m.WritablePath,
 			}
 			if m.Mode != nil {
+				if method == protocol.MethodEnvironmentSyncOut && m.Kind == filesync.KindFile {
+					// The plugin's fs.chmod(temp, mode) refuses it.
+					if err := nodeFileModeError(*m.Mode); err != nil {
+						return nil, err
+					}
+				}
 				mode := int64(jsToInt32(*m.Mode))
 				fm.Mode = &mode
 			}
@@ -248,6 +355,39 @@ func syncOperations(method string, in []protocol.SyncOperation) ([]filesync.Oper
 		ops[i] = o
 	}
 	return ops, nil
+}
+
+// nodeFileModeError is Node's refusal of a numeric fs.chmod mode that is no
+// integer in [0, 2^32-1] (its validateUint32), word for word; nil for a
+// mode it takes. Ours would otherwise apply ToInt32 of it (-1 is 07777).
+func nodeFileModeError(f float64) error {
+	received := jsNumberString(f)
+	isInt := f == math.Trunc(f) && !math.IsInf(f, 0)
+	if isInt && math.Abs(f) > 1<<32 {
+		received = nodeNumericalSeparator(received)
+	}
+	switch {
+	case !isInt:
+		return fmt.Errorf(`The value of "mode" is out of range. It must be an integer. Received %s`, received)
+	case f < 0 || f > math.MaxUint32:
+		return fmt.Errorf(`The value of "mode" is out of range. It must be >= 0 && <= 4294967295. Received %s`, received)
+	}
+	return nil
+}
+
+// nodeNumericalSeparator is Node's addNumericalSeparator: an underscore
+// before every group of three characters from the right.
+func nodeNumericalSeparator(v string) string {
+	start := 0
+	if strings.HasPrefix(v, "-") {
+		start = 1
+	}
+	res := ""
+	i := len(v)
+	for ; i >= start+4; i -= 3 {
+		res = "_" + v[i-3:i] + res
+	}
+	return v[:i] + res
 }
 
 // jsToInt32 is JavaScript's ToInt32, which `mode & 0o7777` applies.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -396,6 +397,26 @@ func TestSyncInFileSpans(t *testing.T) {
 	r.ok(rep)
 	r.done() // shutdown waits for spans in flight
 	assert.Empty(t, r.h.recordedSpans(inv2))
+}
+
+// A file batch the incremental cache finds in place moves nothing, yet its
+// trace is the plugin's: ensureDirectory, transfer, promote.
+func TestSyncInUnchangedFileSpans(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	cfg := r.write("config.txt", "plain", 0o644)
+	r.ok(func() reply {
+		rep, _ := r.in(op("op", []map[string]any{mapping(cfg, r.rpath("config.txt"), "file")}))
+		return rep
+	}())
+	before := len(r.executes("mv -f"))
+	rep, inv := r.in(op("op", []map[string]any{mapping(cfg, r.rpath("config.txt"), "file")}))
+	r.ok(rep)
+	assert.Equal(t, before, len(r.executes("mv -f")), "nothing was promoted")
+	spans := r.spans(inv, 3)
+	assert.Equal(t, []string{"ensureDirectory", "transfer", "promote"}, spanNames(spans))
+	checkSpanBasics(t, spans)
+	r.done()
 }
 
 // §13.3.9, 11, 12: a directory sync in records pack, ensureDirectory,
@@ -1034,6 +1055,86 @@ func TestSyncInPostUploadFailFast(t *testing.T) {
 	r.done()
 }
 
+// A host folder with content where the sandbox now has a file fails the
+// sync out before anything on the host changes (row
+// sync-out-extract-conflict: host tar would extract the rest, then fail).
+func TestSyncOutConflictChangesNothing(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	r.sandboxWrite("sd/busy", "file", 0o644)
+	r.sandboxWrite("sd/a.txt", "new", 0o644)
+	require.NoError(t, os.MkdirAll(r.hostPath("t/busy/inner"), 0o755))
+	r.write("t/a.txt", "old", 0o644)
+	rep, _ := r.out(op("op", []map[string]any{mapping(r.rpath("sd"), r.hostPath("t"), "directory")}))
+	assert.Equal(t, "ENOTEMPTY: directory not empty, rename '"+r.hostPath("t/busy")+"'", r.failed(rep))
+	assertFile(t, r.hostPath("t/a.txt"), "old", 0)
+	assert.DirExists(t, r.hostPath("t/busy/inner"))
+	assert.Empty(t, scratch(t, r.hostPath("t")))
+	r.done()
+}
+
+// A bulk download Daytona refuses as a whole fails with Daytona's message
+// (row sync-out-download-refused: the SDK says "[object Object]"), for a
+// file batch and a directory alike.
+func TestSyncOutDownloadRefused(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	r.sandboxWrite("o/c.txt", "c", 0o644)
+	for _, m := range []map[string]any{mapping(r.rpath("o/c.txt"), r.hostPath("c.txt"), "file"), mapping(r.rpath("o"), r.hostPath("o"), "directory")} {
+		r.env.Server.AddFault(emulator.Fault{Method: "POST", Path: `/files/bulk-download$`, Status: 400, Times: 1})
+		rep, _ := r.out(op("op", []map[string]any{m}))
+		assert.Equal(t, "emulator fault: injected Bad Request", r.failed(rep), "%v", m["kind"])
+	}
+	assertMissing(t, r.hostPath("c.txt"))
+	assertMissing(t, r.hostPath("o"))
+	assert.Empty(t, scratch(t, r.remote))
+	r.done()
+}
+
+// A file source that is no regular file is read as the plugin's upload
+// reads it: /dev/null gives an empty file, a socket fails to open (ENXIO);
+// a FIFO, which would block the upload, is refused (row sync-in-fifo-source).
+func TestSyncInSpecialFileSources(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	rep, _ := r.in(op("op", []map[string]any{mapping("/dev/null", r.rpath("null"), "file")}))
+	assert.Equal(t, []any{opResult("op", 1, 0)}, r.ok(rep))
+	assertFile(t, r.rpath("null"), "", 0)
+	// A short folder name: a socket's path is bounded (108 bytes).
+	sockDir, err := os.MkdirTemp("", "sock")
+	require.NoError(t, err)
+	defer os.RemoveAll(sockDir)
+	sock := filepath.Join(sockDir, "s")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	defer ln.Close()
+	rep, _ = r.in(op("op", []map[string]any{mapping(sock, r.rpath("sock"), "file")}))
+	assert.Equal(t, "ENXIO: no such device or address, open '"+sock+"'", r.failed(rep))
+	assertMissing(t, r.rpath("sock"))
+	fifo := r.hostPath("fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	rep, _ = r.in(op("op", []map[string]any{mapping(fifo, r.rpath("fifo"), "file")}))
+	assert.Equal(t, "Daytona syncIn source is a named pipe: "+fifo, r.failed(rep))
+	assert.Empty(t, scratch(t, r.remote))
+	r.done()
+}
+
+// A blank post-upload command goes to Daytona as the SDK sends it, and
+// Daytona's refusal is the error (the files have landed, as in the plugin).
+func TestSyncInPostUploadBlankCommand(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	cfg := r.write("config.txt", "plain", 0o644)
+	for _, blank := range []string{"", "  \t"} {
+		rep, _ := r.in(op("op", []map[string]any{mapping(cfg, r.rpath("config.txt"), "file")},
+			map[string]any{"command": blank}, map[string]any{"command": "touch should-not-run"}))
+		assert.Equal(t, "bad request: command cannot be empty or whitespace-only", r.failed(rep), "%q", blank)
+		assertFile(t, r.rpath("config.txt"), "plain", 0)
+		assertMissing(t, r.rpath("should-not-run"))
+	}
+	r.done()
+}
+
 // §13.8.29, 30: the merged git-workspace operation: two tarballs in one
 // upload and one rename, the extracts in order, fail-fast.
 func TestSyncInMergedWorkspaceOperation(t *testing.T) {
@@ -1291,11 +1392,24 @@ func TestSyncRejectsBadInput(t *testing.T) {
 		{"directory source outside", []map[string]any{op("op", []map[string]any{mapping("/etc", r.hostPath("etc"), "directory")})},
 			"Daytona sync source path escapes the workspace remote dir: /etc"},
 		{"a folder as a file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), r.hostPath("dir"), "file")})},
-			"EISDIR: illegal operation on a directory, rename '" + r.hostPath("dir") + "'"},
+			// As the plugin's rename of its temp beside the target words it.
+			"EISDIR: illegal operation on a directory, rename '" + r.hostPath(".paperclip-upload-<uuid>") + "' -> '" + r.hostPath("dir") + "'"},
+		// A trailing slash: rename(2) says ENOTDIR, a folder there or not.
+		{"a folder with a trailing slash as a file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), r.hostPath("dir")+"/", "file")})},
+			"ENOTDIR: not a directory, rename '" + r.hostPath(".paperclip-upload-<uuid>") + "' -> '" + r.hostPath("dir") + "/'"},
+		{"a new name with a trailing slash as a file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), r.hostPath("new")+"/", "file")})},
+			"ENOTDIR: not a directory, rename '" + r.hostPath(".paperclip-upload-<uuid>") + "' -> '" + r.hostPath("new") + "/'"},
+		// An empty host target, as the plugin's rename of its temp (made
+		// in ".") and its mkdir fail on it.
+		{"an empty file target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), "", "file")})},
+			"ENOENT: no such file or directory, rename '.paperclip-upload-<uuid>' -> ''"},
+		{"an empty folder target", []map[string]any{op("op", []map[string]any{mapping(r.rpath("there.txt"), "", "directory")})},
+			"ENOENT: no such file or directory, mkdir ''"},
 	}
+	tempUUID := regexp.MustCompile(`(\.paperclip-upload-)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 	for _, tt := range outTests {
 		rep, _ := r.out(tt.ops...)
-		assert.Equal(t, tt.want, r.failed(rep), tt.name)
+		assert.Equal(t, tt.want, tempUUID.ReplaceAllString(r.failed(rep), "${1}<uuid>"), tt.name)
 		assert.Empty(t, r.journal(), "%s: the sandbox received nothing", tt.name)
 		assertMissing(t, r.hostPath("t1"))
 	}
@@ -1314,6 +1428,35 @@ func TestSyncRejectsBadInput(t *testing.T) {
 	p["operations"] = "nope"
 	assert.Equal(t, float64(-32602), plain(r.h.call("environmentSyncOut", p, "").wait().Error["code"]))
 	assert.Empty(t, r.journal())
+	r.done()
+}
+
+// The plugin never interprets operationId: it echoes it in the result as it
+// came, whatever its JSON type, and an absent one stays absent
+// (JSON.stringify drops undefined).
+func TestSyncEchoesOperationIDs(t *testing.T) {
+	t.Parallel()
+	r := newSyncRig(t, "")
+	ops := []map[string]any{
+		{"operationId": 5, "files": []map[string]any{}},
+		{"operationId": map[string]any{"a": []any{1, "b"}}, "files": []map[string]any{}},
+		{"operationId": nil, "files": []map[string]any{}},
+		{"operationId": true, "files": []map[string]any{}},
+		{"files": []map[string]any{}},
+		{"operationId": "op", "files": []map[string]any{}},
+	}
+	want := []any{
+		map[string]any{"operationId": float64(5), "filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		map[string]any{"operationId": map[string]any{"a": []any{float64(1), "b"}}, "filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		map[string]any{"operationId": nil, "filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		map[string]any{"operationId": true, "filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		map[string]any{"filesTransferred": float64(0), "bytesTransferred": float64(0)},
+		opResult("op", 0, 0),
+	}
+	rep, _ := r.in(ops...)
+	assert.Equal(t, want, r.ok(rep))
+	rep, _ = r.out(ops...)
+	assert.Equal(t, want, r.ok(rep))
 	r.done()
 }
 

@@ -6,7 +6,17 @@
 // names) or different. `make refcheck` runs it (cmd/refcheck).
 //
 // A scenario is a file of JSON lines under testdata/refcheck (blank lines
-// and lines starting with '#' are comments):
+// and lines starting with '#' are comments). The sync scenarios of
+// testdata/refcheck-sync are kept apart: they compare real syncs, which the
+// reference copy `make refcheck` sets up cannot make (its file-sync module
+// is a stand-in, row reference-copy-stubs); play them against a copy that
+// has the plugin's module with
+// `bin/refcheck -scenarios testdata/refcheck-sync -reference "node DIR/worker.mjs"`.
+// Their differs name the rows that apply then; played through
+// daytona-worker on both sides they come out identical
+// (TestSameWorkerOnBothSidesIsIdentical plays one of them).
+//
+// Steps:
 //
 //	{"scenario": {...}}   optional first line: "env" (extra environment of
 //	                      both workers, values may use variables),
@@ -28,6 +38,13 @@
 //	                      {"missing_container": ID}
 //	{"sandboxes": true}   output one line describing the emulator's
 //	                      sandboxes (name, state, labels, intervals)
+//	{"files": "PATH"}     output one line listing a folder of this machine
+//	                      (a sandbox's, e.g. "${CWD}/x", or one in
+//	                      "${HOST_DIR}"): every path below it ("." for
+//	                      itself), sorted, with its type, octal mode, and a
+//	                      file's size and sha256 or a link's target (no
+//	                      times, no owners); {"files": null, "error": …}
+//	                      when it is missing or no folder
 //	{"close_stdin": true} close the workers' stdin; the output is what they
 //	                      write until they exit, then {"exit": code}
 //	{"sleep_ms": N}       pause
@@ -39,16 +56,19 @@
 // which the two sides may differ because of the differences.txt row named.
 // "${NAME}" in a line is replaced by a variable: DAYTONA_API_URL,
 // DAYTONA_API_KEY, EMULATOR_URL, CLOSED_API_URL (nothing listens there),
-// CFG (a config object with the key and the URL; as a whole JSON string it
-// becomes the object), or one captured earlier.
+// HOST_DIR (an empty scratch folder of the side's own, removed after the
+// scenario: host paths of syncs and files steps, so that the two sides
+// never share a host file), CFG (a config object with the key and the URL;
+// as a whole JSON string it becomes the object), or one captured earlier.
 //
 // Normalisation, applied to both sides alike: the side's API URL, emulator
-// root folder, closed URL and API key become their variable names; UUIDs
-// become "<uuid>", ISO times "<iso8601>", the emulator's 32-character SSH and
-// preview tokens "<token>", the numbers under durationMs and getDurationMs
-// "<ms>", a 64-hex generation (a digest of the side's sandbox id) "<hex64>",
-// the random end of a template capture's fallback name
-// (templateRef "paperclip-<environmentId>-<hex8>");
-// runs of execute.log notifications of one invocation are joined into one
-// per stream (stdout first), so chunking does not count.
+// root folder, host folder, closed URL and API key become their variable
+// names; UUIDs become "<uuid>", ISO times "<iso8601>", the emulator's
+// 32-character SSH and preview tokens "<token>", the numbers under
+// durationMs and getDurationMs, a span.record's startTimeMs and endTimeMs
+// and its *.wall_ms attributes "<ms>", a 64-hex generation (a digest of the
+// side's sandbox id) "<hex64>", the random end of a template capture's
+// fallback name (templateRef "paperclip-<environmentId>-<hex8>"); runs of
+// execute.log notifications of one invocation are joined into one per
+// stream (stdout first), so chunking does not count.
 package refcheck

@@ -27,8 +27,13 @@ var (
 	// scenario chose) stays; the emulators' are replaced by name first.
 )
 
-// durationKeys hold timings, never equal between runs.
-var durationKeys = map[string]bool{"durationMs": true, "getDurationMs": true}
+// durationKeys hold timings, never equal between runs: a command's, and a
+// span.record's times (epoch milliseconds).
+var durationKeys = map[string]bool{"durationMs": true, "getDurationMs": true, "startTimeMs": true, "endTimeMs": true}
+
+// wallMsSuffix ends the span attributes that hold a step's wall time
+// (paperclip.sandbox.startup.transfer.wall_ms, …).
+const wallMsSuffix = ".wall_ms"
 
 // derivedKeys hold digests of a side's own ids (a runner ingress's
 // generation hashes the sandbox id), which differ whenever the ids do.
@@ -79,7 +84,7 @@ func (r *replacer) normalize(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, x := range v {
-			if durationKeys[k] {
+			if durationKeys[k] || strings.HasSuffix(k, wallMsSuffix) {
 				if _, isNum := x.(json.Number); isNum {
 					v[k] = "<ms>"
 					continue

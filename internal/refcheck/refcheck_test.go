@@ -43,6 +43,17 @@ func TestNormalizeReplacesEachSidesVolatileValues(t *testing.T) {
 	assert.Empty(t, diffOutputs([]any{want}, []any{v}))
 }
 
+// A span.record's times and its wall-time attributes are timings too.
+func TestNormalizeSpanTimings(t *testing.T) {
+	t.Parallel()
+	r := newReplacer(nil)
+	v := r.normalize(decode(t, `{"method":"span.record","params":{"name":"transfer","startTimeMs":1796184975459,"endTimeMs":1796184975467,
+		"attributes":{"paperclip.sandbox.startup.transfer.wall_ms":9,"paperclip.sandbox.startup.transfer.guard.count":1,"paperclip.sandbox.startup.provider":"daytona"}}}`))
+	want := decode(t, `{"method":"span.record","params":{"name":"transfer","startTimeMs":"<ms>","endTimeMs":"<ms>",
+		"attributes":{"paperclip.sandbox.startup.transfer.wall_ms":"<ms>","paperclip.sandbox.startup.transfer.guard.count":1,"paperclip.sandbox.startup.provider":"daytona"}}}`)
+	assert.Empty(t, diffOutputs([]any{want}, []any{v}))
+}
+
 func TestJoinExecuteLogsIgnoresChunking(t *testing.T) {
 	t.Parallel()
 	chunked := []any{
@@ -171,7 +182,9 @@ func TestScenariosCiteExistingRows(t *testing.T) {
 	require.NoError(t, err)
 	scenarios, err := LoadDir("../../testdata/refcheck")
 	require.NoError(t, err)
-	for _, sc := range scenarios {
+	syncScenarios, err := LoadDir("../../testdata/refcheck-sync")
+	require.NoError(t, err)
+	for _, sc := range append(scenarios, syncScenarios...) {
 		for _, st := range sc.Steps {
 			for row := range st.Differs {
 				_, ok := list.ByID(row)
@@ -196,8 +209,10 @@ func TestSameWorkerOnBothSidesIsIdentical(t *testing.T) {
 	require.NoError(t, build.Run())
 	list, err := differences.Load("../../differences.txt")
 	require.NoError(t, err)
-	for _, name := range []string{"acquire-basic", "execute-basic"} {
-		sc, err := Load(filepath.Join("../../testdata/refcheck", name+".jsonl"))
+	// sync-disk: each side's own ${HOST_DIR} and sandbox folder, listed by
+	// files steps, come out the same once normalised.
+	for _, name := range []string{"refcheck/acquire-basic", "refcheck/execute-basic", "refcheck/sync-disk", "refcheck-sync/sync-in-out-basics"} {
+		sc, err := Load(filepath.Join("../../testdata", name+".jsonl"))
 		require.NoError(t, err)
 		var (
 			wg   sync.WaitGroup
@@ -250,4 +265,51 @@ func TestOrderRepliesSortsOnlyReplies(t *testing.T) {
 		got[i] = string(b)
 	}
 	require.Equal(t, want, got)
+}
+
+// A files step lists a folder's tree: types, modes (special bits too),
+// sizes and digests of files, link targets; a missing folder says so.
+func TestFilesLineListsATree(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "d é/empty"), 0o750))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "d é/f"), []byte("hi"), 0o600))
+	require.NoError(t, os.Chmod(filepath.Join(root, "d é/f"), os.ModeSetuid|0o755))
+	require.NoError(t, os.Symlink("d é/f", filepath.Join(root, "link")))
+	require.NoError(t, os.Chmod(root, 0o700))
+	got := decodeLine(filesLine(root))
+	want := decode(t, `{"files":[
+		{"path":".","type":"dir","mode":"0700"},
+		{"path":"d é","type":"dir","mode":"0750"},
+		{"path":"d é/empty","type":"dir","mode":"0750"},
+		{"path":"d é/f","type":"file","mode":"4755","size":2,"sha256":"8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4"},
+		{"path":"link","type":"symlink","mode":"0777","link":"d é/f"}]}`)
+	assert.Empty(t, diffOutputs([]any{want}, []any{got}))
+	assert.Empty(t, diffOutputs([]any{decode(t, `{"files":null,"error":"missing"}`)}, []any{decodeLine(filesLine(filepath.Join(root, "nope")))}))
+	assert.Empty(t, diffOutputs([]any{decode(t, `{"files":null,"error":"not a folder"}`)}, []any{decodeLine(filesLine(filepath.Join(root, "link")))}))
+}
+
+// Each side gets its own ${HOST_DIR}, normalised back to its name; a files
+// step's path takes variables.
+func TestHostDirIsPerSideAndNormalised(t *testing.T) {
+	t.Parallel()
+	a, err := newHostDir()
+	require.NoError(t, err)
+	defer removeHostDir(a)
+	b, err := newHostDir()
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(b, "ro/sub"), 0o755))
+	require.NoError(t, os.Chmod(filepath.Join(b, "ro"), 0o555))
+	removeHostDir(b)
+	_, err = os.Stat(b)
+	assert.True(t, os.IsNotExist(err), "a side's folder is removed, read-only folders and all")
+	assert.NotEqual(t, a, b)
+	r := newReplacer(map[string]string{"HOST_DIR": a})
+	assert.Equal(t, "${HOST_DIR}/x", r.string(a+"/x"))
+	sc := &Scenario{Steps: []Step{{Files: "${HOST_DIR}/${SUB}"}}}
+	p := &player{sc: sc, vars: map[string]string{"HOST_DIR": a, "SUB": "s t"}, jsonVars: map[string]json.RawMessage{}, repl: r}
+	require.NoError(t, os.MkdirAll(filepath.Join(a, "s t"), 0o755))
+	out, err := p.step(context.Background(), &sc.Steps[0])
+	require.NoError(t, err)
+	assert.Empty(t, diffOutputs([]any{decode(t, `{"files":[{"path":".","type":"dir","mode":"0755"}]}`)}, out.Lines))
 }

@@ -67,6 +67,12 @@ func Play(ctx context.Context, sc *Scenario, cmd Command, opts Options, side str
 	defer env.close()
 
 	vars := env.vars()
+	hostDir, err := newHostDir()
+	if err != nil {
+		return nil, err
+	}
+	defer removeHostDir(hostDir)
+	vars["HOST_DIR"] = hostDir
 	p := &player{sc: sc, opts: opts, env: env, vars: vars, jsonVars: map[string]json.RawMessage{}}
 	cfg, _ := json.Marshal(map[string]string{"apiKey": vars["DAYTONA_API_KEY"], "apiUrl": vars["DAYTONA_API_URL"]})
 	p.jsonVars["CFG"] = cfg
@@ -156,6 +162,19 @@ func (p *player) step(ctx context.Context, st *Step) (*StepOutput, error) {
 			return nil, err
 		}
 		return p.finish(st, [][]byte{line}, -1)
+	case st.Files != "":
+		// substitute works on JSON text: the path goes through as a JSON
+		// string.
+		quoted, _ := json.Marshal(st.Files)
+		text, err := p.substitute(string(quoted))
+		if err != nil {
+			return nil, err
+		}
+		var dir string
+		if err := json.Unmarshal([]byte(text), &dir); err != nil {
+			return nil, fmt.Errorf("files path after substitution: %w", err)
+		}
+		return p.finish(st, [][]byte{filesLine(dir)}, -1)
 	case st.CloseStdin:
 		lines, code := p.proc.closeAndWait(timeout)
 		lines = append(lines, []byte(fmt.Sprintf(`{"exit":%d}`, code)))

@@ -45,6 +45,8 @@ type Step struct {
 	Sandboxes  bool            `json:"sandboxes"`
 	CloseStdin bool            `json:"close_stdin"`
 	SleepMs    int             `json:"sleep_ms"`
+	// Files lists a folder of this machine (a sandbox's, or ${HOST_DIR}).
+	Files string `json:"files"`
 
 	Capture   map[string]string   `json:"capture"`
 	Differs   map[string][]string `json:"differs"`
@@ -94,7 +96,7 @@ type SetError struct {
 
 // producesOutput reports whether the step's output is compared.
 func (s *Step) producesOutput() bool {
-	return len(s.Host) > 0 || s.HostRaw != nil || s.Sandboxes || s.CloseStdin
+	return len(s.Host) > 0 || s.HostRaw != nil || s.Sandboxes || s.CloseStdin || s.Files != ""
 }
 
 // LoadDir loads every *.jsonl scenario under dir, sorted by name.
@@ -182,13 +184,13 @@ func Load(path string) (*Scenario, error) {
 
 func (s *Step) validate() error {
 	kinds := 0
-	for _, set := range []bool{len(s.Host) > 0, s.HostRaw != nil, s.Hook != nil, s.Sandboxes, s.CloseStdin, s.SleepMs > 0} {
+	for _, set := range []bool{len(s.Host) > 0, s.HostRaw != nil, s.Hook != nil, s.Sandboxes, s.CloseStdin, s.SleepMs > 0, s.Files != ""} {
 		if set {
 			kinds++
 		}
 	}
 	if kinds != 1 {
-		return errors.New("a step is exactly one of host, host_raw, hook, sandboxes, close_stdin, sleep_ms")
+		return errors.New("a step is exactly one of host, host_raw, hook, sandboxes, close_stdin, sleep_ms, files")
 	}
 	if (len(s.Capture) > 0 || len(s.Differs) > 0) && !s.producesOutput() {
 		return errors.New("capture and differs need a step with output")
