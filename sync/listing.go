@@ -195,11 +195,6 @@ func (c *listingColumns) line(h *tar.Header) string {
 	return b.String()
 }
 
-// gnuListing is the line of a header listed first (fresh column widths).
-func gnuListing(h *tar.Header) string {
-	return newListingColumns().line(h)
-}
-
 // modeString is GNU tar's ten-character mode column.
 func modeString(h *tar.Header) string {
 	var t byte

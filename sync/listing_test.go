@@ -102,7 +102,7 @@ func TestCheckListingLine(t *testing.T) {
 	}
 }
 
-// gnuListing must print what GNU tar's `tar -tvf` prints, field for field,
+// The listing columns must print what GNU tar's `tar -tvf` prints, field for field,
 // so that the plugin's rules see the same lines; checked against the tar on
 // this machine when it is GNU tar.
 func TestGNUListingMatchesGNUTar(t *testing.T) {
