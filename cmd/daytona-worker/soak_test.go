@@ -1297,6 +1297,14 @@ func (l *soakLane) checkExecute(c soakCmd, inv string, o outcome, interfered boo
 		return
 	}
 	out, errs, _ := o.h.streamed(inv)
+	if excused && *res.TimedOut && res.ExitCode == nil && res.Stdout == "" && c.stderr != res.Stderr &&
+		strings.Count(res.Stderr, "\n") == 1 && strings.HasSuffix(res.Stderr, "\n") {
+		// A Daytona 408 or 504 (or a request past its deadline) under a
+		// fault is the SDK's timeout, answered as the plugin answers it:
+		// no output, the SDK's message as stderr, whatever was streamed.
+		l.r.faultFailures.Add(1)
+		return
+	}
 	if c.spec.bypass {
 		if out != "" || errs != "" {
 			l.r.fail("%s: a one-shot command streamed output", desc)
