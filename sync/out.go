@@ -51,6 +51,12 @@ func Out(ctx context.Context, cfg Config, ops []Operation) ([]Result, error) {
 	return results, nil
 }
 
+// tempRenameError is the plugin's failed rename of a file's temp, made
+// beside the target (path.dirname: "." for an empty one), onto target.
+func (c *Config) tempRenameError(target string, errno syscall.Errno) error {
+	return nodeRenameError(filepath.Join(nodeDirname(target), c.scratchName("")), target, errno)
+}
+
 func (c *Config) validateOut(ops []Operation) error {
 	remoteDir := c.RemoteDir
 	for _, op := range ops {
@@ -65,7 +71,7 @@ func (c *Config) validateOut(ops []Operation) error {
 				// Worded as the plugin fails on it: the rename of a file's
 				// temp (made in "."), the mkdir of a folder.
 				if m.Kind == KindFile {
-					return nodeRenameError(c.scratchName(""), "", syscall.ENOENT)
+					return c.tempRenameError("", syscall.ENOENT)
 				}
 				return nodeFSError("mkdir", "", syscall.ENOENT)
 			}
@@ -81,14 +87,12 @@ func (c *Config) validateOut(ops []Operation) error {
 			case m.Kind == KindFile && strings.HasSuffix(m.TargetPath, "/"):
 				// rename(2) of a file onto a name with a trailing slash,
 				// whatever is there.
-				temp := filepath.Join(nodeDirname(m.TargetPath), c.scratchName(""))
-				return nodeRenameError(temp, m.TargetPath, syscall.ENOTDIR)
+				return c.tempRenameError(m.TargetPath, syscall.ENOTDIR)
 			case err != nil:
 			case m.Kind == KindFile && fi.IsDir():
 				// Worded as the plugin's rename of its temp onto the
 				// folder fails.
-				temp := filepath.Join(nodeDirname(m.TargetPath), c.scratchName(""))
-				return nodeRenameError(temp, m.TargetPath, syscall.EISDIR)
+				return c.tempRenameError(m.TargetPath, syscall.EISDIR)
 			case m.Kind == KindDirectory && !fi.IsDir():
 				return nodeFSError("mkdir", m.TargetPath, syscall.EEXIST)
 			}

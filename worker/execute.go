@@ -518,16 +518,14 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 	defer cleanup()
 	start := c.w.now()
 	res, err := c.s.toolbox().Execute(ctx, daytona.ExecuteRequest{Command: script, TimeoutSeconds: jsTimeoutSeconds(c.effectiveTimeoutMs())})
-	duration := c.w.now().Sub(start).Milliseconds()
 	if err != nil {
-		if errors.Is(err, daytona.ErrTimeout) && ctx.Err() == nil {
-			return &execResult{timedOut: true, stderr: outputText{text: c.sdkTimeoutMessage(err) + "\n"},
-				metadata: map[string]any{"durationMs": duration}}, nil
+		if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
+			return res, nil
 		}
 		return nil, refusedBeforeRunning(err)
 	}
 	return &execResult{exitCode: intPtr(res.ExitCode), stdout: outputText{text: res.Result},
-		metadata: map[string]any{"durationMs": duration}}, nil
+		metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}, nil
 }
 
 // inSession runs the command in the lease's persistent session, wrapped in a

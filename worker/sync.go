@@ -52,11 +52,7 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		method, noLease = protocol.MethodEnvironmentSyncIn, msgSyncInNoLease
 	}
 	var p protocol.SyncParams
-	if err := decodeDriverParams(method, raw, &p, prepareSyncParams); err != nil {
-		var ne *nullEntryError
-		if errors.As(err, &ne) {
-			return nil, protocol.InvalidParams(method, ne)
-		}
+	if err := decodeDriverParams(method, raw, &p, syncParamsPreparer(method)); err != nil {
 		return nil, err
 	}
 	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
@@ -116,11 +112,21 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 	})
 }
 
-// prepareSyncParams reads the sync params as the plugin does: the base
-// members are only cache keys; of the lease it reads providerLeaseId and
-// metadata?.remoteCwd (a lease or metadata that is no object has none) and
-// nothing else.
-func prepareSyncParams(obj map[string]json.RawMessage) error {
+// syncParamsPreparer reads method's sync params as the plugin does: the
+// base members are only cache keys; of the lease it reads providerLeaseId
+// and metadata?.remoteCwd (a lease or metadata that is no object has none)
+// and nothing else.
+func syncParamsPreparer(method string) func(map[string]json.RawMessage) error {
+	return func(obj map[string]json.RawMessage) error {
+		if err := nullEntries(obj); err != nil {
+			return protocol.InvalidParams(method, err)
+		}
+		prepareSyncMembers(obj)
+		return nil
+	}
+}
+
+func prepareSyncMembers(obj map[string]json.RawMessage) {
 	keyOnlyBase(obj)
 	onlyKind(obj, "lease", "object")
 	nested(obj, "lease", func(lease map[string]json.RawMessage) {
@@ -128,9 +134,6 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 		onlyKind(lease, "metadata", "object")
 		delete(lease, "expiresAt")
 	})
-	if err := nullEntries(obj); err != nil {
-		return err
-	}
 	eachObject(obj, "operations", func(op map[string]json.RawMessage) {
 		eachObject(op, "files", func(m map[string]json.RawMessage) {
 			syncMappingMembers(m)
@@ -141,18 +144,12 @@ func prepareSyncParams(obj map[string]json.RawMessage) error {
 			coerceNumber(c, "timeoutMs", nil)
 		})
 	})
-	return nil
 }
 
-// nullEntryError is a null mapping or post-upload command, whose members
-// the plugin reads (`Cannot read properties of null (reading 'access')`):
-// it would decode as an empty one.
-type nullEntryError struct{ path string }
-
-func (e *nullEntryError) Error() string { return e.path + " must be an object" }
-
 // nullEntries finds the first null entry of an operation's files or
-// postUploadCommands.
+// postUploadCommands: the plugin reads its members (`Cannot read
+// properties of null (reading 'access')`), and it would decode as an
+// empty one.
 func nullEntries(obj map[string]json.RawMessage) error {
 	var ops []json.RawMessage
 	if json.Unmarshal(obj["operations"], &ops) != nil {
@@ -170,7 +167,7 @@ func nullEntries(obj map[string]json.RawMessage) error {
 			}
 			for j, e := range entries {
 				if jsonKindOf(e) == "null" {
-					return &nullEntryError{path: fmt.Sprintf("params.operations[%d].%s[%d]", i, key, j)}
+					return fmt.Errorf("params.operations[%d].%s[%d] must be an object", i, key, j)
 				}
 			}
 		}
@@ -208,7 +205,7 @@ func syncMappingMembers(m map[string]json.RawMessage) {
 			}
 		}
 	}
-	syncMode(m)
+	syncMode(m, isDir)
 }
 
 // syncMode reads a mapping's mode as the plugin does. A file's mode is
@@ -217,13 +214,12 @@ func syncMappingMembers(m map[string]json.RawMessage) {
 // directory's mode only decides whether the bundle is read-only,
 // `mode !== undefined && (mode & 0o222) === 0`: ToInt32 of Number(mode),
 // where null, NaN and the like are 0.
-func syncMode(m map[string]json.RawMessage) {
+func syncMode(m map[string]json.RawMessage, isDir bool) {
 	v, ok := m["mode"]
 	if !ok {
 		return
 	}
-	var kind string
-	if k, ok := m["kind"]; !ok || json.Unmarshal(k, &kind) != nil || kind != filesync.KindDirectory {
+	if !isDir {
 		if jsonKindOf(v) != "number" {
 			delete(m, "mode")
 		}
