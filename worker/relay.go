@@ -258,8 +258,8 @@ func (r *logRelay) run() {
 		r.spare = batch[:0]
 		if r.limit > 0 {
 			// The host has had everything before r.next.
-			r.out[0].trimMiddle(r.next[0], r.limit)
-			r.out[1].trimMiddle(r.next[1], r.limit)
+			r.out[0].trimMiddle(&r.next[0], r.limit)
+			r.out[1].trimMiddle(&r.next[1], r.limit)
 		}
 	}
 }

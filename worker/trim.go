@@ -70,8 +70,10 @@ func lowUnits(p []byte) int64 {
 // trimMiddle drops the blocks of the middle of the output that a result
 // limited to limit UTF-16 units cannot carry and that are before sent (the
 // relay has handed the host everything before it), once the output is sure
-// not to fit. Call it with whatever serialises Write.
-func (b *blockBuffer) trimMiddle(sent blockCursor, limit int64) {
+// not to fit. A cursor left at the end of a block it drops moves to the
+// start of the next: the dropped block is nil, and its end offset would
+// point past it. Call it with whatever serialises Write.
+func (b *blockBuffer) trimMiddle(sent *blockCursor, limit int64) {
 	if limit <= 0 || b.n <= limit {
 		return // not even the bytes reach the limit
 	}
@@ -133,6 +135,9 @@ func (b *blockBuffer) trimMiddle(sent blockCursor, limit int64) {
 			free()
 		}
 		t.to++
+	}
+	if sent.blk >= t.from && sent.blk < t.to {
+		*sent = blockCursor{blk: t.to}
 	}
 	runtime.KeepAlive(b)
 }

@@ -253,3 +253,45 @@ func TestLogCapSendsOnlyWhatTheHostTakes(t *testing.T) {
 	assert.Equal(t, want, got)
 	assert.Len(t, got, 5)
 }
+
+// TestTrimMiddleMovesARelayCursorOffADroppedBlock: the relay's cursor rests
+// at the end of the last block it took; when that block is dropped (it has
+// all been sent), the next take must go on from the block after it. It
+// used to keep the dropped block's end offset and panic on the nil block
+// (CI, stop 23: slice bounds out of range [1048576:0:]).
+func TestTrimMiddleMovesARelayCursorOffADroppedBlock(t *testing.T) {
+	t.Parallel()
+	const limit = 2 << 20
+	block := func(i int) []byte { return bytes.Repeat([]byte{'a' + byte(i)}, outputBlockSize) }
+	tests := []struct {
+		name   string
+		sent   blockCursor // where the relay's cursor rests
+		want   blockCursor // where it rests after the trim
+		holed  bool
+		remain int // bytes a take from the cursor returns
+	}{
+		{name: "at the end of a dropped block", sent: blockCursor{blk: 5, off: outputBlockSize}, want: blockCursor{blk: 6}, holed: true, remain: 4 * outputBlockSize},
+		{name: "inside a block that stays", sent: blockCursor{blk: 5, off: 10}, want: blockCursor{blk: 5, off: 10}, holed: true, remain: 5*outputBlockSize - 10},
+		{name: "in the kept start", sent: blockCursor{blk: 1, off: outputBlockSize}, want: blockCursor{blk: 1, off: outputBlockSize}, holed: false, remain: 8 * outputBlockSize},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var b blockBuffer
+			for i := range 10 {
+				_, _ = b.Write(block(i))
+			}
+			c := tt.sent
+			b.trimMiddle(&c, limit)
+			require.Equal(t, tt.holed, b.holed())
+			assert.Equal(t, tt.want, c)
+			// More output, then the relay takes on from its cursor.
+			_, _ = b.Write([]byte("end\n"))
+			got := 0
+			for _, p := range b.take(&c, int(b.Len())) {
+				got += len(p)
+			}
+			assert.Equal(t, tt.remain+len("end\n"), got)
+		})
+	}
+}
