@@ -295,3 +295,83 @@ func TestTrimMiddleMovesARelayCursorOffADroppedBlock(t *testing.T) {
 		})
 	}
 }
+
+// TestTrimMiddleKeepsTheRelaysTakesWhole plays writes, takes and trims in
+// random order and sizes (many of them whole blocks, so that takes end on a
+// block's end), as the relay's writer and sender interleave: every byte
+// written is taken exactly once, in order, whatever was dropped meanwhile.
+func TestTrimMiddleKeepsTheRelaysTakesWhole(t *testing.T) {
+	t.Parallel()
+	// The output is a pattern whose every byte says where it is (mod 251,
+	// a prime, so that no block size repeats it).
+	pattern := make([]byte, 251+3*outputBlockSize)
+	for i := range pattern {
+		pattern[i] = byte(i % 251)
+	}
+	at := func(off int64, n int) []byte { s := off % 251; return pattern[s : s+int64(n)] }
+	holed := 0
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 77))
+		var b blockBuffer
+		size := func() int {
+			switch rng.IntN(5) {
+			case 4:
+				// Up to the end of the block being written.
+				if k := len(b.blocks); k > 0 && len(b.blocks[k-1]) < cap(b.blocks[k-1]) {
+					return cap(b.blocks[k-1]) - len(b.blocks[k-1])
+				}
+				return outputBlockSize
+			case 0:
+				return outputBlockSize * (1 + rng.IntN(2))
+			case 1:
+				return 64 << 10
+			default:
+				return 1 + rng.IntN(3*outputBlockSize/2)
+			}
+		}
+		limit := int64(1+rng.IntN(4)) << 20
+		var c blockCursor
+		var written, taken int64
+		takeUpTo := func(n int64) {
+			for _, piece := range b.take(&c, int(n)) {
+				if !bytes.Equal(at(taken, len(piece)), piece) {
+					require.Failf(t, "out of order", "seed %d: the %d bytes taken at %d are not the output's", seed, len(piece), taken)
+				}
+				taken += int64(len(piece))
+			}
+		}
+		for range 60 {
+			n := size()
+			_, _ = b.Write(at(written, n))
+			written += int64(n)
+			if rng.IntN(3) == 0 {
+				continue // the sender is behind
+			}
+			want := written - taken
+			switch rng.IntN(3) {
+			case 0:
+				want = rng.Int64N(want + 1)
+			case 1:
+				// Up to the end of a block before the last, as a batch that
+				// lags the writes may end.
+				if k := len(b.blocks) - 1; k > c.blk {
+					end := c.blk + rng.IntN(k-c.blk)
+					want = int64(len(b.blocks[c.blk]) - c.off)
+					for _, blk := range b.blocks[c.blk+1 : end+1] {
+						want += int64(len(blk))
+					}
+				}
+			}
+			before := taken
+			takeUpTo(want)
+			require.Equal(t, want, taken-before, "seed %d: a take returns what was asked", seed)
+			b.trimMiddle(&c, limit)
+		}
+		takeUpTo(written - taken)
+		assert.Equal(t, written, taken, "seed %d: everything taken once", seed)
+		if b.holed() {
+			holed++
+		}
+	}
+	assert.Greater(t, holed, 20, "most plays drop a middle")
+}
