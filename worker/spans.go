@@ -10,9 +10,45 @@ import (
 )
 
 // spans sends span.record calls in the background: a span must never block
-// or fail plugin work, and the host may take its time to answer.
+// or fail plugin work, and the host may take its time to answer. It counts
+// the calls in flight itself rather than with a sync.WaitGroup: Close waits
+// for them while requests still running send more, an Add at zero during a
+// Wait, which a WaitGroup answers with a panic.
 type spans struct {
-	wg sync.WaitGroup
+	mu       sync.Mutex
+	inFlight int
+	idle     chan struct{} // closed when inFlight drops to zero; nil while it is zero
+}
+
+func (s *spans) begin() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.inFlight++
+}
+
+func (s *spans) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight--
+	if s.inFlight == 0 {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// drained is closed once no call is in flight (already closed if none is).
+func (s *spans) drained() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle == nil {
+		done := make(chan struct{})
+		close(done)
+		return done
+	}
+	return s.idle
 }
 
 // recordSpan reports a provider span to the host, but only when the current
@@ -55,33 +91,28 @@ func (w *Worker) sendSpan(ctx context.Context, rec protocol.SpanRecord) {
 			w.log.Debug().Err(err).Str("span", rec.Name).Msg("span.record failed")
 			return
 		}
-		w.spans.wg.Add(1)
+		w.spans.begin()
 		go func() {
-			defer w.spans.wg.Done()
+			defer w.spans.end()
 			if err := wait(nil); err != nil {
 				w.log.Debug().Err(err).Str("span", rec.Name).Msg("span.record failed")
 			}
 		}()
 		return
 	}
-	w.spans.wg.Add(1)
+	w.spans.begin()
 	go func() {
-		defer w.spans.wg.Done()
+		defer w.spans.end()
 		if err := w.host.Call(callCtx, protocol.CallSpanRecord, rec, nil); err != nil {
 			w.log.Debug().Err(err).Str("span", rec.Name).Msg("span.record failed")
 		}
 	}()
 }
 
-// waitSpans waits (up to ctx) for span calls in flight.
+// waitSpans waits (up to ctx) until no span call is in flight.
 func (w *Worker) waitSpans(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		w.spans.wg.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-w.spans.drained():
 	case <-ctx.Done():
 	}
 }
