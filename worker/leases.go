@@ -88,20 +88,39 @@ func (l *leases) pruneTombstonesLocked(now time.Time) {
 // ---- gates ----
 
 // gate is a reference-counted latch: done closes when the last holder ends.
+// A slot holding one is nil while nobody holds it (holdGate, releaseGate;
+// the slot's owner serialises both).
 type gate struct {
 	refs    int
 	done    chan struct{}
 	waiting atomic.Int32 // callers blocked on done (tests wait for them)
 }
 
+// holdGate adds a holder to the gate in *slot, making one if it is empty.
+func holdGate(slot **gate) {
+	if *slot == nil {
+		*slot = &gate{done: make(chan struct{})}
+	}
+	(*slot).refs++
+}
+
+// releaseGate drops a holder of the gate in *slot and reports whether it
+// was the last: then done is closed and the slot emptied.
+func releaseGate(slot **gate) bool {
+	g := *slot
+	g.refs--
+	if g.refs > 0 {
+		return false
+	}
+	close(g.done)
+	*slot = nil
+	return true
+}
+
 func (l *leases) beginTeardown(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.entryLocked(key)
-	if e.teardown == nil {
-		e.teardown = &gate{done: make(chan struct{})}
-	}
-	e.teardown.refs++
+	holdGate(&l.entryLocked(key).teardown)
 }
 
 func (l *leases) endTeardown(key string) {
@@ -111,10 +130,7 @@ func (l *leases) endTeardown(key string) {
 	if e == nil || e.teardown == nil {
 		return
 	}
-	e.teardown.refs--
-	if e.teardown.refs == 0 {
-		close(e.teardown.done)
-		e.teardown = nil
+	if releaseGate(&e.teardown) {
 		l.forgetIfIdleLocked(key, e)
 	}
 }
@@ -179,10 +195,7 @@ func (l *leases) withActivity(ctx context.Context, sc scope, allowClosed bool, f
 				return nil, ctx.Err()
 			}
 		}
-		if e.activity == nil {
-			e.activity = &gate{done: make(chan struct{})}
-		}
-		e.activity.refs++
+		holdGate(&e.activity)
 		l.mu.Unlock()
 		break
 	}
@@ -190,10 +203,7 @@ func (l *leases) withActivity(ctx context.Context, sc scope, allowClosed bool, f
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		e := l.entries[key]
-		e.activity.refs--
-		if e.activity.refs == 0 {
-			close(e.activity.done)
-			e.activity = nil
+		if releaseGate(&e.activity) {
 			l.forgetIfIdleLocked(key, e)
 		}
 	}()

@@ -11,44 +11,34 @@ import (
 
 // spans sends span.record calls in the background: a span must never block
 // or fail plugin work, and the host may take its time to answer. It counts
-// the calls in flight itself rather than with a sync.WaitGroup: Close waits
-// for them while requests still running send more, an Add at zero during a
-// Wait, which a WaitGroup answers with a panic.
+// the calls in flight with a gate, as leases count their activity, not with
+// a sync.WaitGroup: Close waits for them while requests still running send
+// more, an Add at zero during a Wait, which a WaitGroup answers with a panic.
 type spans struct {
 	mu       sync.Mutex
-	inFlight int
-	idle     chan struct{} // closed when inFlight drops to zero; nil while it is zero
+	inFlight *gate // nil while no call is in flight
 }
 
 func (s *spans) begin() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inFlight == 0 {
-		s.idle = make(chan struct{})
-	}
-	s.inFlight++
+	holdGate(&s.inFlight)
 }
 
 func (s *spans) end() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.inFlight--
-	if s.inFlight == 0 {
-		close(s.idle)
-		s.idle = nil
-	}
+	releaseGate(&s.inFlight)
 }
 
-// drained is closed once no call is in flight (already closed if none is).
+// drained returns what closes once no call is in flight (nil if none is).
 func (s *spans) drained() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.idle == nil {
-		done := make(chan struct{})
-		close(done)
-		return done
+	if s.inFlight == nil {
+		return nil
 	}
-	return s.idle
+	return s.inFlight.done
 }
 
 // recordSpan reports a provider span to the host, but only when the current
@@ -111,8 +101,12 @@ func (w *Worker) sendSpan(ctx context.Context, rec protocol.SpanRecord) {
 
 // waitSpans waits (up to ctx) until no span call is in flight.
 func (w *Worker) waitSpans(ctx context.Context) {
+	done := w.spans.drained()
+	if done == nil {
+		return
+	}
 	select {
-	case <-w.spans.drained():
+	case <-done:
 	case <-ctx.Done():
 	}
 }
