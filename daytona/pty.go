@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -190,6 +191,9 @@ type PtyHandle struct {
 	done      chan struct{} // closed when the reader goroutine has exited
 	connected chan struct{} // closed on the "connected" control message
 	closeOnce sync.Once
+	// abandoned is set when ConnectPty gives the connection up: the reader
+	// makes no further call to Output.
+	abandoned atomic.Bool
 
 	mu          sync.Mutex
 	exit        *PtyExit
@@ -201,6 +205,8 @@ type PtyHandle struct {
 // ConnectPty attaches to a PTY session over WebSocket and waits (up to
 // opts.ConnectTimeout) for the server's "connected" message. The handle
 // outlives ctx, which only bounds connecting; close it when done.
+// When it fails, Output gets no call after it returns, but one already under
+// way is not waited for (see abandon).
 func (t *Toolbox) ConnectPty(ctx context.Context, sessionID string, opts PtyConnectOptions) (*PtyHandle, error) {
 	if sessionID == "" {
 		return nil, errors.New("daytona: pty: empty session ID")
@@ -237,7 +243,8 @@ func (t *Toolbox) ConnectPty(ctx context.Context, sessionID string, opts PtyConn
 		return h, nil
 	case <-h.done:
 		// Ended before "connected": the session is missing or dead. An
-		// "exited" message also counts as connected (and is kept).
+		// "exited" message also counts as connected (and is kept). The
+		// reader has ended, so nothing waits on Output here.
 		h.Close()
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -252,13 +259,24 @@ func (t *Toolbox) ConnectPty(ctx context.Context, sessionID string, opts PtyConn
 		}
 		return nil, fmt.Errorf("daytona: pty %s: connection ended before it was established", sessionID)
 	case <-timer.C:
-		h.Close()
+		h.abandon()
 		return nil, &TransportError{Method: http.MethodGet, URL: h.url,
 			Err: fmt.Errorf("no connected message within %s: %w", timeout, context.DeadlineExceeded)}
 	case <-ctx.Done():
-		h.Close()
+		h.abandon()
 		return nil, t.c.transportError(ctx, &request{method: http.MethodGet, url: u}, ctx.Err())
 	}
+}
+
+// abandon disconnects a connection ConnectPty gives up on without waiting
+// for its reader. The reader may be inside a call to Output that waits for
+// the caller (a bounded queue nobody takes from before the connect
+// returns), and the caller is waiting for ConnectPty: waiting for the
+// reader would wait forever. It ends once that call returns, and makes no
+// other.
+func (h *PtyHandle) abandon() {
+	h.abandoned.Store(true)
+	h.disconnect()
 }
 
 // SessionID returns the PTY session's ID.
@@ -328,6 +346,13 @@ func (h *PtyHandle) Wait(ctx context.Context) (*PtyExit, error) {
 // Close disconnects without killing the process and stops the reader
 // goroutine. It is idempotent.
 func (h *PtyHandle) Close() error {
+	h.disconnect()
+	<-h.done
+	return nil
+}
+
+// disconnect ends the connection and tells the reader to stop, once.
+func (h *PtyHandle) disconnect() {
 	h.closeOnce.Do(func() {
 		h.mu.Lock()
 		if h.exit == nil && h.err == nil {
@@ -337,8 +362,6 @@ func (h *PtyHandle) Close() error {
 		h.cancel()
 		_ = h.conn.CloseNow()
 	})
-	<-h.done
-	return nil
 }
 
 // readLoop owns the connection's reads until it ends.
@@ -346,7 +369,7 @@ func (h *PtyHandle) readLoop(ctx context.Context) {
 	defer close(h.done)
 	defer h.conn.CloseNow()
 	defer h.cancel()
-	out := writerOrDiscard(h.output)
+	out := h.outputWriter()
 	buf := make([]byte, 32<<10)
 	// One watcher for the whole connection instead of the library's one per
 	// message (a context callback registered on every read): cancelling ctx
@@ -374,16 +397,25 @@ type outputErr struct{ err error }
 
 func (e outputErr) Error() string { return e.err.Error() }
 
-func writerOrDiscard(w io.Writer) io.Writer {
-	if w == nil {
+// errAbandoned ends the reader of a connection ConnectPty gave up on.
+var errAbandoned = errors.New("the connection was given up before it was established")
+
+func (h *PtyHandle) outputWriter() io.Writer {
+	if h.output == nil {
 		return io.Discard
 	}
-	return outputWriter{w}
+	return outputWriter{w: h.output, abandoned: &h.abandoned}
 }
 
-type outputWriter struct{ w io.Writer }
+type outputWriter struct {
+	w         io.Writer
+	abandoned *atomic.Bool
+}
 
 func (o outputWriter) Write(p []byte) (int, error) {
+	if o.abandoned.Load() {
+		return 0, outputErr{errAbandoned}
+	}
 	n, err := o.w.Write(p)
 	if err != nil {
 		return n, outputErr{err}

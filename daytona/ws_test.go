@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"go.uber.org/goleak"
 )
 
 // logStream is the marker-encoded log a fake daemon replays.
@@ -397,6 +398,79 @@ func TestPtyRefusedAndTimeout(t *testing.T) {
 	_, err = tb.ConnectPty(t.Context(), "silent", PtyConnectOptions{ConnectTimeout: 50 * time.Millisecond})
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// blockedOutput is an Output that holds its first write until released, as
+// a caller's bounded queue does while nobody takes from it yet.
+type blockedOutput struct {
+	entered chan struct{} // closed when the first write has begun
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func (b *blockedOutput) Write(p []byte) (int, error) {
+	if b.calls.Add(1) == 1 {
+		close(b.entered)
+	}
+	<-b.release
+	return len(p), nil
+}
+
+// A connect given up on (its context ended, or no "connected" came in time)
+// while the reader is inside a call to Output returns at once, whatever
+// Output does: the caller whose writer blocks is the one waiting for
+// ConnectPty, so waiting for the reader would wait forever. The reader
+// makes no further call and ends once that one returns.
+func TestPtyConnectGivenUpWhileOutputBlocks(t *testing.T) {
+	tests := []struct {
+		name    string
+		timeout time.Duration // ConnectTimeout; 0: the context is cancelled instead
+		wantErr error
+	}{
+		{name: "cancelled", wantErr: context.Canceled},
+		{name: "no connected message", timeout: 50 * time.Millisecond, wantErr: ErrTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, mux, srv, _ := setup(t)
+			mux.Handle("GET /toolbox/sb/process/pty/p1/connect", ptyServer(t, func(ctx context.Context, c *websocket.Conn) {
+				// Output before "connected" (the daemon attaches a client
+				// before it tells it so), then nothing more.
+				_ = c.Write(ctx, websocket.MessageBinary, []byte("first"))
+				_ = c.Write(ctx, websocket.MessageBinary, []byte("second"))
+				_, _, _ = c.Read(ctx)
+			}))
+			before := goleak.IgnoreCurrent()
+			out := &blockedOutput{entered: make(chan struct{}), release: make(chan struct{})}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := c.ToolboxFor("sb", srv.URL+"/toolbox").ConnectPty(ctx, "p1", PtyConnectOptions{Output: out, ConnectTimeout: tt.timeout})
+				done <- err
+			}()
+			<-out.entered
+			if tt.timeout == 0 {
+				cancel()
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, tt.wantErr) {
+					t.Errorf("ConnectPty = %v, want %v", err, tt.wantErr)
+				}
+			case <-time.After(30 * time.Second):
+				close(out.release)
+				t.Fatal("ConnectPty did not return while its Output was blocked")
+			}
+			close(out.release)
+			if err := goleak.Find(before); err != nil {
+				t.Fatalf("the reader did not end: %v", err)
+			}
+			if n := out.calls.Load(); n != 1 {
+				t.Errorf("Output called %d times, want only the call in flight when the connect was given up", n)
+			}
+		})
 	}
 }
 
