@@ -246,14 +246,34 @@ func (o *Opening) Start(written bool) {
 		s.m.abandon(s)
 		return
 	}
+	// The pump is admitted like any background work, under m.mu where Close
+	// sets shut before it waits: a session Close does not know of (a host
+	// close forgot it but has not silenced it yet) could otherwise start a
+	// pump while Close waits, or after it returned.
+	if !s.m.admit() {
+		return
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.silent || s.started {
+		s.mu.Unlock()
+		s.m.wg.Done()
 		return
 	}
 	s.started = true
-	s.m.wg.Add(1) // under s.mu: Close marks sessions silent under it before it waits
+	s.mu.Unlock()
 	go s.pump()
+}
+
+// admit counts one goroutine Close must wait for; false once Close has
+// begun.
+func (m *Manager) admit() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shut {
+		return false
+	}
+	m.wg.Add(1)
+	return true
 }
 
 // open runs step (the kind-specific opening) for a registered session,
@@ -320,14 +340,10 @@ func (s *session) silence() {
 // background runs fn on a goroutine the Manager waits for at Close; once
 // Close has begun, it runs fn at once instead (Close may be waiting already).
 func (m *Manager) background(fn func(ctx context.Context)) {
-	m.mu.Lock()
-	if m.shut {
-		m.mu.Unlock()
+	if !m.admit() {
 		fn(context.Background())
 		return
 	}
-	m.wg.Add(1) // under m.mu: Close sets shut under it before it waits
-	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
 		fn(m.base)

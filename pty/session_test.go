@@ -648,3 +648,39 @@ func TestLoginStopReportsTheExitAndCloseSilences(t *testing.T) {
 		t.Errorf("input after the close: %v", err)
 	}
 }
+
+// A session Close does not know of, because a host close took it off the
+// tables and has not silenced it yet, must not start its pump once Close
+// has begun: the pump would run after Close stopped waiting (or, started
+// during the wait, make the WaitGroup panic) and emit after the shutdown.
+func TestAStartAfterCloseOfASessionItDidNotKnowStartsNothing(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(t)
+	rec := newRecorder()
+	m := New(Options{Sink: rec, NewID: newIDs(t).next})
+	op, err := m.OpenLogin(t.Context(), sb.tb, LoginRequest{HostRouteID: "login-1", ProviderLeaseID: sb.sb.ID, CommandKey: "claude", SessionHome: sessionHome(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// LoginClose's first half: forgotten, shut read as false, not silenced.
+	m.mu.Lock()
+	m.forgetLocked(op.s)
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	op.Start(true)
+	op.s.mu.Lock()
+	started := op.s.started
+	op.s.mu.Unlock()
+	if started {
+		t.Error("a pump started after Close returned")
+	}
+	op.s.silence() // LoginClose's second half
+	waitUntil(t, "the terminal to end", func() bool { return sb.env.Server.LiveProcesses() == 0 })
+	if evs := rec.snapshot(); len(evs) != 0 {
+		t.Errorf("emitted after Close: %s", describe(evs))
+	}
+}
