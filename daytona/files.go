@@ -64,10 +64,11 @@ func requirePath(op, path string) error {
 
 // CreateFolder creates path and its parents with mode (octal, e.g. "755";
 // empty means 0755).
+//
+// An empty path is sent as it is: Daytona refuses it (400), and the host
+// hears that refusal as the plugin's SDK carries it, where a realize of an
+// empty remotePath reaches it.
 func (t *Toolbox) CreateFolder(ctx context.Context, path, mode string) error {
-	if err := requirePath("create folder", path); err != nil {
-		return err
-	}
 	if mode == "" {
 		mode = "0755"
 	}

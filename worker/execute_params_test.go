@@ -151,3 +151,20 @@ func TestRealizeReadsItsParamsAsThePluginDoes(t *testing.T) {
 		assert.JSONEq(t, `{"cwd":"`+cwd+`","metadata":{"provider":"daytona","remoteCwd":"`+cwd+`"}}`, string(b), params)
 	}
 }
+
+// A realize whose folder comes out empty ("" as remotePath, or localPath
+// without a remotePath) asks Daytona to create it, as the plugin does, and
+// answers Daytona's refusal as the SDK words it; it is not refused here
+// with words of our own.
+func TestRealizeOfAnEmptyPathAnswersDaytonasRefusal(t *testing.T) {
+	t.Parallel()
+	env, w, l := leaseOnEmulator(t, emulator.Options{})
+	for _, ws := range []string{`{"localPath":"/x","remotePath":""}`, `{"localPath":""}`, `{"remotePath":"","localPath":null}`} {
+		env.Server.ResetRequests()
+		_, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentRealizeWorkspace,
+			`{`+l.base+`,"lease":{"providerLeaseId":"`+l.id+`"},"workspace":`+ws+`}`))
+		require.Error(t, err, ws)
+		assert.Equal(t, "Request failed with status code 400", err.Error(), ws)
+		assert.Equal(t, 1, env.Server.Requests()["POST /toolbox/{sandboxId}/files/folder"], ws)
+	}
+}

@@ -102,6 +102,10 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request, sb *san
 }
 
 func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	if r.URL.Query().Get("path") == "" {
+		bareStatus(w, http.StatusBadRequest) // the daemon's "path is required"
+		return
+	}
 	p := resolvePath(sb, r.URL.Query().Get("path"))
 	fi, err := os.Stat(p)
 	if err != nil {
@@ -149,6 +153,10 @@ func (s *Server) noteExternal(sb *sandbox, created string) {
 }
 
 func (s *Server) handleCreateFolder(w http.ResponseWriter, r *http.Request, sb *sandbox) {
+	if r.URL.Query().Get("path") == "" {
+		bareStatus(w, http.StatusBadRequest) // the daemon's "path is required"
+		return
+	}
 	p := resolvePath(sb, r.URL.Query().Get("path"))
 	mode, err := parseMode(r.URL.Query().Get("mode"), 0o755)
 	if err != nil {
@@ -166,6 +174,12 @@ func (s *Server) handleCreateFolder(w http.ResponseWriter, r *http.Request, sb *
 
 func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	s.journal(sb.id, ToolboxCall{Route: "delete", Paths: []string{r.URL.Query().Get("path")}})
+	if r.URL.Query().Get("path") == "" {
+		// The daemon's "path is required"; the sandbox's work folder is not
+		// what an empty path names.
+		bareStatus(w, http.StatusBadRequest)
+		return
+	}
 	p := resolvePath(sb, r.URL.Query().Get("path"))
 	fi, err := os.Lstat(p)
 	if err != nil {

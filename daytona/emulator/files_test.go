@@ -260,3 +260,25 @@ func TestBulkTransferLargeFile(t *testing.T) {
 	assert.Equal(t, 400, rr.status)
 	assert.Contains(t, rr.obj(t), "error")
 }
+
+// An empty path is refused as the daemon refuses it ("path is required",
+// 400) by the routes that check it, rather than read as the work folder: a
+// delete of "" does not remove the sandbox's work folder.
+func TestFileRoutesRefuseAnEmptyPath(t *testing.T) {
+	t.Parallel()
+	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+	id := c.create(nil)["id"].(string)
+	work := env.Server.Sandboxes()[0].HomeDir
+	for _, call := range []struct{ method, path string }{
+		{"POST", "/files/folder?path=&mode=755"},
+		{"POST", "/files/folder"},
+		{"GET", "/files/info?path="},
+		{"DELETE", "/files?path=&recursive=true"},
+	} {
+		r := c.tb(id, call.method, call.path, nil)
+		assert.Equal(t, http.StatusBadRequest, r.status, "%s %s", call.method, call.path)
+		assert.Empty(t, r.body, "%s %s", call.method, call.path)
+	}
+	_, err := os.Stat(work)
+	assert.NoError(t, err, "the work folder is still there")
+}
