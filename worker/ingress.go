@@ -39,7 +39,8 @@ var runnerIngressPath = sync.OnceValue(func() *regexp.Regexp {
 // start), not when Daytona rotates the preview credentials.
 func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.RunnerIngressEndpointParams
-	if err := decodeDriverParams(protocol.MethodEnvironmentRunnerIngressEndpoint, raw, &p, prepareIngressParams); err != nil {
+	var idValue any
+	if err := decodeDriverParams(protocol.MethodEnvironmentRunnerIngressEndpoint, raw, &p, ingressParams(&idValue)); err != nil {
 		return nil, err
 	}
 	if port, ok := rawJSONNumber(p.Port); !ok || port != runnerIngressPort {
@@ -62,6 +63,7 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
+	sc = sc.withIDValue(idValue)
 	return w.leases.withActivity(ctx, sc, false, func() (any, error) {
 		s, _, err := w.getSandbox(ctx, sc)
 		if err != nil {
@@ -96,19 +98,22 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 	})
 }
 
-// prepareIngressParams reads the ingress params as the plugin does: the
+// ingressParams reads the ingress params as the plugin does: the
 // base members are only cache keys; of the lease only providerLeaseId is
 // read, through `params.lease.providerLeaseId`, so a lease that is no object
-// has none.
-func prepareIngressParams(obj map[string]json.RawMessage) error {
-	keyOnlyBase(obj)
-	onlyKind(obj, "lease", "object")
-	nested(obj, "lease", func(lease map[string]json.RawMessage) {
-		leaseIDMember(lease, "providerLeaseId")
-		delete(lease, "metadata")
-		delete(lease, "expiresAt")
-	})
-	return nil
+// has none. *idValue is that id as sent when it was no string
+// (leaseIDMember).
+func ingressParams(idValue *any) func(obj map[string]json.RawMessage) error {
+	return func(obj map[string]json.RawMessage) error {
+		keyOnlyBase(obj)
+		onlyKind(obj, "lease", "object")
+		nested(obj, "lease", func(lease map[string]json.RawMessage) {
+			*idValue = leaseIDMember(lease, "providerLeaseId")
+			delete(lease, "metadata")
+			delete(lease, "expiresAt")
+		})
+		return nil
+	}
 }
 
 // previewWebsocketURL turns a private preview link into the runner's

@@ -33,6 +33,17 @@ func TestLeaseIDsThatAreNoStringAreUsedAsThePluginUsesThem(t *testing.T) {
 	for _, tc := range []struct {
 		method, members, result, err string
 	}{
+		// The setup, template and ingress methods read the id alike: an
+		// array or an object is looked up by its String(), not refused.
+		{protocol.MethodEnvironmentGetInteractiveSetup, `"providerLeaseId":["` + l.id + `"]`, "", mismatch},
+		{protocol.MethodEnvironmentCaptureTemplate, `"providerLeaseId":["` + l.id + `"],"timeoutMs":5000`, "", mismatch},
+		{protocol.MethodEnvironmentRunnerIngressEndpoint, `"port":43127,"path":"/api/runner/v1/connect/t","lease":{"providerLeaseId":["` + l.id + `"]}`, "", mismatch},
+		// (A cancel closes the lease it names: [[id]] is not [id].)
+		{protocol.MethodEnvironmentCancelInteractiveSetup, `"providerLeaseId":[["` + l.id + `"]]`, "", mismatch},
+		{protocol.MethodEnvironmentGetInteractiveSetup, `"providerLeaseId":{"a":1}`, `{"providerLeaseId":null,"status":"missing","connectionSummary":null,"connectionPayload":null,"metadata":{"provider":"daytona","missing":true}}`, ""},
+		{protocol.MethodEnvironmentCancelInteractiveSetup, `"providerLeaseId":["a","b"]`, `{"status":"missing","metadata":{"provider":"daytona","missing":true,"reason":null}}`, ""},
+		{protocol.MethodEnvironmentCaptureTemplate, `"providerLeaseId":{"a":1},"timeoutMs":5000`, "", "Sandbox with ID or name [object Object] not found"},
+		{protocol.MethodEnvironmentRunnerIngressEndpoint, `"port":43127,"path":"/api/runner/v1/connect/t","lease":{"providerLeaseId":[1]}`, "", "Sandbox with ID or name 1 not found"},
 		{protocol.MethodEnvironmentReleaseLease, `"providerLeaseId":5`, `{"providerLeaseId":5,"state":"destroyed"}`, ""},
 		{protocol.MethodEnvironmentReleaseLease, `"providerLeaseId":5.50`, `{"providerLeaseId":5.5,"state":"destroyed"}`, ""},
 		{protocol.MethodEnvironmentDestroyLease, `"providerLeaseId":true`, `{"providerLeaseId":true,"state":"destroyed"}`, ""},

@@ -282,17 +282,15 @@ func leaseIDValue(obj map[string]json.RawMessage, key string) any {
 
 // leaseIDMember brings a provider lease id into the form the handlers
 // decode, as the plugin reads it: a falsy one (0, false, "", null) means no
-// lease (`if (!params.providerLeaseId)`), and a number or a boolean is only
-// ever interpolated (the SDK's `encodeURIComponent(String(id))`, the
-// messages' template literals), so it reads as its String() form. Daytona's
-// ids are UUIDs: the lookup of such a text finds no sandbox, or one of that
-// name whose id differs, which the handle check refuses in both workers.
-func leaseIDMember(obj map[string]json.RawMessage, key string) {
+// lease (`if (!params.providerLeaseId)`), and any other value that is no
+// string (a number, a boolean, an array, an object) is looked up by its
+// String() form (the SDK's `encodeURIComponent(String(id))`, the messages'
+// template literals) and kept in the plugin's scope as sent, where its
+// handle check refuses every sandbox found. That value is returned (nil for
+// a string or no lease) for scope.withIDValue, as leaseIDValue does.
+func leaseIDMember(obj map[string]json.RawMessage, key string) any {
 	falsyAsNull(obj, key)
-	switch jsonKindOf(obj[key]) {
-	case "number", "bool":
-		stringifyMember(obj, key)
-	}
+	return leaseIDValue(obj, key)
 }
 
 // jsTemplateText is `${value}` of a raw member: "undefined" when absent,

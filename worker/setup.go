@@ -188,13 +188,16 @@ func errSetupTemplateKind(kind string) error {
 	return fmt.Errorf("Daytona interactive setup can start from image or snapshot templates only, not %s.", kind)
 }
 
-// prepareSetupLeaseParams reads the params of a setup poll or cancel as
-// the plugin does: the base members are only cache keys, and a falsy
-// providerLeaseId means the setup was never recorded.
-func prepareSetupLeaseParams(obj map[string]json.RawMessage) error {
-	keyOnlyBase(obj)
-	leaseIDMember(obj, "providerLeaseId")
-	return nil
+// setupLeaseParams reads the params of a setup poll or cancel as the
+// plugin does: the base members are only cache keys, and a falsy
+// providerLeaseId means the setup was never recorded. *idValue is the id as
+// sent when it was no string (leaseIDMember).
+func setupLeaseParams(idValue *any) func(obj map[string]json.RawMessage) error {
+	return func(obj map[string]json.RawMessage) error {
+		keyOnlyBase(obj)
+		*idValue = leaseIDMember(obj, "providerLeaseId")
+		return nil
+	}
 }
 
 // startInteractiveSetup creates a setup sandbox (labelled with the session
@@ -393,7 +396,8 @@ func missingSetup() protocol.InteractiveSetupSession {
 // exists is `missing`.
 func (w *Worker) getInteractiveSetup(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.GetInteractiveSetupParams
-	if err := decodeDriverParams(protocol.MethodEnvironmentGetInteractiveSetup, raw, &p, prepareSetupLeaseParams); err != nil {
+	var idValue any
+	if err := decodeDriverParams(protocol.MethodEnvironmentGetInteractiveSetup, raw, &p, setupLeaseParams(&idValue)); err != nil {
 		return nil, err
 	}
 	_, cfg, err := decodeConfig(protocol.MethodEnvironmentGetInteractiveSetup, p.Config)
@@ -407,6 +411,7 @@ func (w *Worker) getInteractiveSetup(ctx context.Context, raw json.RawMessage) (
 	if err != nil {
 		return nil, err
 	}
+	sc = sc.withIDValue(idValue)
 	withPayload := strings.TrimSpace(string(p.IncludeConnectionPayload)) == "true"
 	return w.leases.withActivity(ctx, sc, false, func() (any, error) {
 		s, hit, err := w.getSandbox(ctx, sc)
@@ -467,7 +472,8 @@ func rawOrNull(raw json.RawMessage) json.RawMessage {
 // when there was nothing to delete.
 func (w *Worker) cancelInteractiveSetup(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.CancelInteractiveSetupParams
-	if err := decodeDriverParams(protocol.MethodEnvironmentCancelInteractiveSetup, raw, &p, prepareSetupLeaseParams); err != nil {
+	var idValue any
+	if err := decodeDriverParams(protocol.MethodEnvironmentCancelInteractiveSetup, raw, &p, setupLeaseParams(&idValue)); err != nil {
 		return nil, err
 	}
 	_, cfg, err := decodeConfig(protocol.MethodEnvironmentCancelInteractiveSetup, p.Config)
@@ -486,6 +492,7 @@ func (w *Worker) cancelInteractiveSetup(ctx context.Context, raw json.RawMessage
 	if err != nil {
 		return nil, err
 	}
+	sc = sc.withIDValue(idValue)
 	t := w.beginTeardown(sc)
 	defer t.end()
 	s, err := w.getSandboxOrNil(ctx, sc)

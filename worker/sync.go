@@ -52,7 +52,8 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		method, noLease = protocol.MethodEnvironmentSyncIn, msgSyncInNoLease
 	}
 	var p protocol.SyncParams
-	if err := decodeDriverParams(method, raw, &p, syncParamsPreparer(method)); err != nil {
+	var idValue any
+	if err := decodeDriverParams(method, raw, &p, syncParamsPreparer(method, &idValue)); err != nil {
 		return nil, err
 	}
 	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
@@ -75,6 +76,7 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 	if err != nil {
 		return nil, err
 	}
+	sc = sc.withIDValue(idValue)
 	if in {
 		w.syncs.recordWritable(sc.key(), filesync.WritableDirs(ops))
 	}
@@ -115,22 +117,23 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 // syncParamsPreparer reads method's sync params as the plugin does: the
 // base members are only cache keys; of the lease it reads providerLeaseId
 // and metadata?.remoteCwd (a lease or metadata that is no object has none)
-// and nothing else.
-func syncParamsPreparer(method string) func(map[string]json.RawMessage) error {
+// and nothing else. *idValue is the lease id as sent when it was no string
+// (leaseIDMember).
+func syncParamsPreparer(method string, idValue *any) func(map[string]json.RawMessage) error {
 	return func(obj map[string]json.RawMessage) error {
 		if err := nullEntries(obj); err != nil {
 			return protocol.InvalidParams(method, err)
 		}
-		prepareSyncMembers(obj)
+		*idValue = prepareSyncMembers(obj)
 		return nil
 	}
 }
 
-func prepareSyncMembers(obj map[string]json.RawMessage) {
+func prepareSyncMembers(obj map[string]json.RawMessage) (idValue any) {
 	keyOnlyBase(obj)
 	onlyKind(obj, "lease", "object")
 	nested(obj, "lease", func(lease map[string]json.RawMessage) {
-		leaseIDMember(lease, "providerLeaseId")
+		idValue = leaseIDMember(lease, "providerLeaseId")
 		onlyKind(lease, "metadata", "object")
 		delete(lease, "expiresAt")
 	})
@@ -144,6 +147,7 @@ func prepareSyncMembers(obj map[string]json.RawMessage) {
 			coerceNumber(c, "timeoutMs", nil)
 		})
 	})
+	return idValue
 }
 
 // nullEntries finds the first null entry of an operation's files or

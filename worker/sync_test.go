@@ -142,7 +142,7 @@ func TestSyncModesAreReadAsThePluginReadsThem(t *testing.T) {
 	for _, tt := range tests {
 		raw := syncInParams(`[` + tt.mapping + `]`)
 		var p protocol.SyncParams
-		require.NoError(t, decodeDriverParams(protocol.MethodEnvironmentSyncIn, json.RawMessage(raw), &p, syncParamsPreparer(protocol.MethodEnvironmentSyncIn)), tt.mapping)
+		require.NoError(t, decodeDriverParams(protocol.MethodEnvironmentSyncIn, json.RawMessage(raw), &p, syncParamsPreparer(protocol.MethodEnvironmentSyncIn, new(any))), tt.mapping)
 		ops, err := syncOperations(protocol.MethodEnvironmentSyncIn, p.Operations)
 		require.NoError(t, err, tt.mapping)
 		assert.Equal(t, tt.want, ops[0].Files[0].Mode, tt.mapping)
@@ -177,7 +177,7 @@ func TestSyncMappingMembersAreReadAsThePluginReadsThem(t *testing.T) {
 		mapping := strings.Replace(tt.mapping, "{", `{"sourcePath":"/h/a","targetPath":"`+syncRemote+`/a",`, 1)
 		raw := syncInParams(`[` + mapping + `]`)
 		var p protocol.SyncParams
-		require.NoError(t, decodeDriverParams(protocol.MethodEnvironmentSyncIn, json.RawMessage(raw), &p, syncParamsPreparer(protocol.MethodEnvironmentSyncIn)), tt.mapping)
+		require.NoError(t, decodeDriverParams(protocol.MethodEnvironmentSyncIn, json.RawMessage(raw), &p, syncParamsPreparer(protocol.MethodEnvironmentSyncIn, new(any))), tt.mapping)
 		ops, err := syncOperations(protocol.MethodEnvironmentSyncIn, p.Operations)
 		require.NoError(t, err, tt.mapping)
 		tt.check(t, ops[0].Files[0])
@@ -213,7 +213,7 @@ func TestNodeFileModeError(t *testing.T) {
 	raw := `{"driverKey":"daytona","companyId":"c","environmentId":"e","config":{},"lease":{"providerLeaseId":"s","metadata":{"remoteCwd":"/w"}},` +
 		`"operations":[{"operationId":"op","files":[{"sourcePath":"/w/a","targetPath":"/h/a","kind":"file","mode":-1}]}]}`
 	var p protocol.SyncParams
-	require.NoError(t, decodeDriverParams(protocol.MethodEnvironmentSyncOut, json.RawMessage(raw), &p, syncParamsPreparer(protocol.MethodEnvironmentSyncOut)))
+	require.NoError(t, decodeDriverParams(protocol.MethodEnvironmentSyncOut, json.RawMessage(raw), &p, syncParamsPreparer(protocol.MethodEnvironmentSyncOut, new(any))))
 	_, err := syncOperations(protocol.MethodEnvironmentSyncOut, p.Operations)
 	assert.EqualError(t, err, `The value of "mode" is out of range. It must be >= 0 && <= 4294967295. Received -1`)
 	_, err = syncOperations(protocol.MethodEnvironmentSyncIn, p.Operations)

@@ -111,10 +111,11 @@ func (w *Worker) captureTemplate(ctx context.Context, raw json.RawMessage) (any,
 	// The label is read (and a label that is no string refused) only once
 	// the sandbox has been found, as the plugin reads it.
 	var labelErr error
+	var idValue any
 	err := decodeDriverParams(protocol.MethodEnvironmentCaptureTemplate, raw, &p, func(obj map[string]json.RawMessage) error {
 		envText = jsTemplateText(obj["environmentId"])
 		keyOnlyBase(obj)
-		leaseIDMember(obj, "providerLeaseId")
+		idValue = leaseIDMember(obj, "providerLeaseId")
 		switch jsonKindOf(obj["templateLabel"]) {
 		case "", "null", "string":
 		default:
@@ -137,6 +138,7 @@ func (w *Worker) captureTemplate(ctx context.Context, raw json.RawMessage) (any,
 	if err != nil {
 		return nil, err
 	}
+	sc = sc.withIDValue(idValue)
 	return w.leases.withActivity(ctx, sc, false, func() (any, error) {
 		s, _, err := w.getSandbox(ctx, sc)
 		if err != nil {

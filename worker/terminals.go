@@ -262,13 +262,15 @@ func requireRouteID(method, id string) error {
 // params of another kind have none of the members it reads.
 
 // prepareTerminalOpen reads an open's members as the plugin does: of the
-// scope only the provider lease id is read (falsy: no sandbox resolves; a
-// number: its String(), which no cached sandbox's id equals), the other
+// scope only the provider lease id is read (falsy, or any value that is no
+// string: no sandbox resolves, as no handle's id equals it), the other
 // base members only match labels after a restart (row terminal-after-restart),
 // and a login descriptor member that is no string fails the descriptor check.
 func prepareTerminalOpen(obj map[string]json.RawMessage) error {
 	keyOnlyBase(obj)
-	leaseIDMember(obj, "providerLeaseId")
+	if leaseIDMember(obj, "providerLeaseId") != nil {
+		obj["providerLeaseId"] = json.RawMessage(`""`)
+	}
 	emptyUnlessString(obj, "loginCommandKey", "sessionHome")
 	return nil
 }
