@@ -679,3 +679,17 @@ func TestLifecycleWhileArchiving(t *testing.T) {
 		})
 	}
 }
+
+// The service's routes are not strict about a trailing slash: GET
+// /api/sandbox/ (where a lookup of an empty id lands) is the list, as GET
+// /api/sandbox is, not an unknown route.
+func TestTheSandboxListAnswersWithATrailingSlash(t *testing.T) {
+	t.Parallel()
+	_, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+	c.create(nil)
+	plain := c.api("GET", "/sandbox", nil)
+	slash := c.api("GET", "/sandbox/", nil)
+	require.Equal(t, http.StatusOK, plain.status)
+	require.Equal(t, http.StatusOK, slash.status)
+	assert.JSONEq(t, string(plain.body), string(slash.body))
+}

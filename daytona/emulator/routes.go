@@ -25,6 +25,9 @@ func (s *Server) routes() {
 	api("GET /config", s.handleConfig)
 	api("POST /sandbox", s.handleCreate)
 	api("GET /sandbox", s.handleList)
+	// Express routes are not strict: the service answers /sandbox/ as
+	// /sandbox, which is where an SDK call with an empty id lands.
+	api("GET /sandbox/{$}", s.handleList)
 	api("GET /sandbox/{idOrName}", s.handleGet)
 	api("DELETE /sandbox/{idOrName}", s.handleDelete)
 	api("POST /sandbox/{idOrName}/start", s.handleStart)
