@@ -401,17 +401,23 @@ func (c *command) effectiveTimeoutMs() float64 {
 }
 
 // runContext bounds a session command by effectiveTimeoutMs (saturating:
-// a timeout of centuries is no timeout). A timeout of 0 ms or less (a
-// config timeoutMs of 0 or below, a call's under 1 ms once truncated)
-// bounds nothing: the plugin follows such a command's log stream to its
-// end, since every SDK call it makes takes at least a second
-// (toTimeoutSeconds), and only its poll fallback would give up at once.
+// a timeout of centuries is no timeout), and never by less than a second:
+// the plugin follows a command's log stream to its end, and every SDK call
+// it makes takes at least a second (toTimeoutSeconds), so a command that
+// ends within one (timeoutMs 5, say) ends normally there and must here. A
+// timeout of 0 ms or less (a config timeoutMs of 0 or below, a call's under
+// 1 ms once truncated) bounds nothing, for the same reason; only the
+// plugin's poll fallback would give up at once.
 func (c *command) runContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if !(c.effectiveTimeoutMs() > 0) {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, daytona.MillisecondsDuration(c.effectiveTimeoutMs()))
+	return context.WithTimeout(ctx, max(daytona.MillisecondsDuration(c.effectiveTimeoutMs()), minCommandTimeout))
 }
+
+// minCommandTimeout is the least time a session command is given: the
+// shortest deadline of any of the plugin's calls.
+const minCommandTimeout = time.Second
 
 // requestTimeout is the deadline the plugin gives the SDK calls of a
 // command (the stdin upload): toTimeoutSeconds, whole seconds, at least 1.

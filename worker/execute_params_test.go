@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,36 @@ func TestRealizeOfAnEmptyPathAnswersDaytonasRefusal(t *testing.T) {
 		require.Error(t, err, ws)
 		assert.Equal(t, "Request failed with status code 400", err.Error(), ws)
 		assert.Equal(t, 1, env.Server.Requests()["POST /toolbox/{sandboxId}/files/folder"], ws)
+	}
+}
+
+// A session command's timeoutMs under a second gives it a second, the least
+// any of the plugin's calls gets: a command that ends within it answers its
+// exit as in the plugin, which follows the command's log stream to its end;
+// one that runs longer still times out.
+func TestASubSecondTimeoutGivesTheCommandASecond(t *testing.T) {
+	t.Parallel()
+	for _, ms := range []float64{1.5, 5, 999} {
+		c := &command{timeoutMs: math.Trunc(ms)}
+		rctx, cancel := c.runContext(t.Context())
+		deadline, ok := rctx.Deadline()
+		cancel()
+		assert.True(t, ok && time.Until(deadline) > 900*time.Millisecond, "%g ms: a deadline a second ahead", ms)
+	}
+	_, _, l := leaseOnEmulator(t, emulator.Options{})
+	for _, ms := range []string{"1.5", "5"} {
+		res, err := l.execute(t.Context(), `"command":"sh","args":["-c","echo hi; exit 3"],"timeoutMs":`+ms)
+		require.NoError(t, err, ms)
+		var got struct {
+			ExitCode *int   `json:"exitCode"`
+			TimedOut bool   `json:"timedOut"`
+			Stdout   string `json:"stdout"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(resultJSON(t, res)), &got), ms)
+		if assert.NotNil(t, got.ExitCode, ms) {
+			assert.Equal(t, 3, *got.ExitCode, ms)
+		}
+		assert.False(t, got.TimedOut, ms)
+		assert.Equal(t, "hi\n", got.Stdout, ms)
 	}
 }
