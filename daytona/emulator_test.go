@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"runtime/metrics"
 	"slices"
@@ -1211,4 +1212,41 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// The daemon reads an execute's timeout as a uint32 of seconds and refuses
+// a body beyond it (as the emulator does); the client sends a longer one as
+// the most it takes, so the command runs instead of failing, or timing out
+// at once on an overflowed timer.
+func TestExecuteTimeoutBeyondTheDaemonsRangeIsSentAsItsMost(t *testing.T) {
+	t.Parallel()
+	e := startEnv(t, emulator.Options{StepDelay: emulator.Synchronous})
+	ctx := t.Context()
+	sb, tb := e.create(t, daytona.CreateParams{})
+	for _, secs := range []float64{1e17, 4294967296, 4294967295} {
+		e.Server.ResetJournal(sb.ID)
+		res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: "echo ran", TimeoutSeconds: secs})
+		if err != nil || res.ExitCode != 0 || res.Result != "ran\n" {
+			t.Fatalf("%g s: %+v, %v", secs, res, err)
+		}
+		if j := e.Server.Journal(sb.ID); len(j) != 1 || j[0].Timeout != math.MaxUint32 {
+			t.Errorf("%g s: journal %+v, want a timeout of %d", secs, j, uint32(math.MaxUint32))
+		}
+	}
+	// A body with more is refused, as the daemon's decode refuses it.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.ToolboxURL(sb.ID)+"/process/execute",
+		strings.NewReader(`{"command":"echo no","timeout":4294967296}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.HTTP.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a timeout past uint32: %d, want 400", resp.StatusCode)
+	}
 }

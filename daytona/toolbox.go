@@ -158,6 +158,15 @@ func SecondsDuration(secs float64) time.Duration {
 	return MillisecondsDuration(secs * 1000)
 }
 
+// SaturatingAdd adds two non-negative durations, saturating at the largest
+// one instead of overflowing (a timeout of centuries plus a margin).
+func SaturatingAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 // MillisecondsDuration converts a number of milliseconds to a Duration,
 // saturating at the largest one instead of overflowing; NaN and negative
 // values are zero.
@@ -203,7 +212,10 @@ func (t *Toolbox) Execute(ctx context.Context, req ExecuteRequest) (*ExecuteResp
 		secs = math.Ceil(req.Timeout.Seconds())
 	}
 	if secs > 0 && !math.IsInf(secs, 0) {
-		body.Timeout = json.Number(jsNumberText(secs))
+		// The daemon reads the seconds as a uint32 and refuses the whole
+		// body beyond it: a longer timeout (136 years and more) is sent as
+		// the most it takes, and bounds the command all the same.
+		body.Timeout = json.Number(jsNumberText(min(secs, math.MaxUint32)))
 		var cancel context.CancelFunc
 		d := SecondsDuration(secs)
 		if d < math.MaxInt64-execTimeoutSlack {

@@ -156,7 +156,7 @@ func (c *Client) poll(ctx context.Context, id string, timeout time.Duration, tar
 		if timeout > 0 {
 			left := deadline.Sub(c.clock.Now())
 			final = left <= 0
-			reqCtx, cancel = context.WithTimeout(ctx, max(left, 0)+c.waitRefreshBound)
+			reqCtx, cancel = context.WithTimeout(ctx, SaturatingAdd(max(left, 0), c.waitRefreshBound))
 		}
 		sb, err := c.Get(reqCtx, id)
 		boundHit := reqCtx.Err() != nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -393,5 +394,30 @@ func TestStopAndDeleteWaitsRideOutFailedPolls(t *testing.T) {
 			})
 			tc.check(t, tc.call(t.Context(), c))
 		})
+	}
+}
+
+// A wait whose timeout is the largest Duration (a config timeout of
+// centuries, saturated) polls until the state comes: the bound of each poll
+// (the time left plus the final refresh's margin) saturates instead of
+// overflowing into a deadline already past, which timed the wait out on its
+// first poll.
+func TestAWaitOfTheLargestTimeoutPollsToTheState(t *testing.T) {
+	t.Parallel()
+	c, mux, srv, _ := setup(t)
+	mux.HandleFunc("POST /sandbox/sb/start", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, sandboxJSON(srv, "sb", StateStarting))
+	})
+	polls := lifecycleServer(t, mux, func(id string, s SandboxState) map[string]any { return sandboxJSON(srv, id, s) },
+		StateStarting, StateStarting, StateStarted)
+	sb, err := c.StartAndWait(context.Background(), "sb", math.MaxInt64)
+	if err != nil || sb.State != StateStarted {
+		t.Fatalf("wait = %+v, %v", sb, err)
+	}
+	if polls.Load() != 3 {
+		t.Errorf("polls = %d, want 3", polls.Load())
+	}
+	if got := SaturatingAdd(math.MaxInt64-1, time.Second); got != math.MaxInt64 {
+		t.Errorf("SaturatingAdd = %v", got)
 	}
 }

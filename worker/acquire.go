@@ -176,14 +176,15 @@ func (a *acquisition) phaseError(bctx context.Context, phase string, err error) 
 
 // createTimeoutError is the SDK's create failing on a timeout (its own
 // deadline, a wait that ran out, a 408/504): the message names the create
-// timeout in whole seconds, as Daytona.create words it.
+// timeout in whole seconds, as Daytona.create words it (the JavaScript
+// number, unsaturated: 100000000000000000 for a timeoutMs of 1e20).
 type createTimeoutError struct {
-	seconds int
+	seconds float64
 	err     error
 }
 
 func (e *createTimeoutError) Error() string {
-	return fmt.Sprintf("Failed to create and start sandbox within %d seconds. Operation timed out.", e.seconds)
+	return fmt.Sprintf("Failed to create and start sandbox within %s seconds. Operation timed out.", jsNumberString(e.seconds))
 }
 
 func (e *createTimeoutError) Unwrap() error { return e.err }
@@ -192,7 +193,7 @@ func (e *createTimeoutError) Unwrap() error { return e.err }
 // as the SDK's create does.
 func createError(err error, budgetSpent bool, cfg DriverConfig) error {
 	if budgetSpent || errors.Is(err, daytona.ErrTimeout) {
-		return &createTimeoutError{seconds: timeoutSeconds(cfg.TimeoutMs), err: err}
+		return &createTimeoutError{seconds: jsTimeoutSeconds(cfg.TimeoutMs), err: err}
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 	"github.com/paperclipai/daytona-worker/protocol"
@@ -198,5 +199,46 @@ func TestASubSecondTimeoutGivesTheCommandASecond(t *testing.T) {
 		}
 		assert.False(t, got.TimedOut, ms)
 		assert.Equal(t, "hi\n", got.Stdout, ms)
+	}
+}
+
+// A config timeoutMs of centuries bounds every call and wait of a lease
+// without overflowing: the acquire (its wait for started), a session
+// command, a one-shot command (the daemon's timeout is a uint32 of
+// seconds), a realize and a release all succeed (row
+// timeout-beyond-node-timers).
+func TestAConfigTimeoutOfCenturiesBoundsWithoutOverflowing(t *testing.T) {
+	t.Parallel()
+	_, w, l := leaseOnEmulator(t, emulator.Options{}, `"timeoutMs":1e20`, `"livenessTimeoutMs":1e20`)
+	for _, members := range []string{
+		`"command":"echo","args":["ran"]`,
+		`"command":"echo","args":["ran"],"timeoutMs":1e20`,
+		`"command":"echo","args":["ran"],"bypassSession":true`,
+		`"command":"echo","args":["ran"],"bypassSession":true,"stdin":"in"`,
+	} {
+		res, err := l.execute(t.Context(), members)
+		require.NoError(t, err, members)
+		assert.Contains(t, resultJSON(t, res), `"stdout":"ran\n"`, members)
+	}
+	_, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentRealizeWorkspace,
+		`{`+l.base+`,"lease":{"providerLeaseId":"`+l.id+`"},"workspace":{"remotePath":"centuries"}}`))
+	require.NoError(t, err)
+	res, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentReleaseLease, `{`+l.base+`,"providerLeaseId":"`+l.id+`"}`))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"providerLeaseId":"`+l.id+`","state":"destroyed"}`, resultJSON(t, res))
+}
+
+// The create timeout names its seconds as the plugin's message does, the
+// JavaScript number of toTimeoutSeconds, never a saturated one.
+func TestTheCreateTimeoutNamesTheJavaScriptSeconds(t *testing.T) {
+	t.Parallel()
+	for ms, want := range map[float64]string{
+		300000: "300",
+		1500:   "2",
+		1e20:   "100000000000000000",
+		1e25:   "1e+22",
+	} {
+		err := createError(daytona.ErrTimeout, false, DriverConfig{TimeoutMs: ms})
+		assert.Equal(t, "Failed to create and start sandbox within "+want+" seconds. Operation timed out.", err.Error(), "%g", ms)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"path"
 	"strings"
@@ -266,7 +265,7 @@ var settlingStates = map[daytona.SandboxState]daytona.SandboxState{
 func (s *leaseSandbox) ensureStarted(ctx context.Context, timeoutSecs int) error {
 	sbx := s.snapshot()
 	timeout := time.Duration(timeoutSecs) * time.Second // timeoutSecs saturates below overflow
-	bound := satAdd(timeout, startBoundMargin)
+	bound := daytona.SaturatingAdd(timeout, startBoundMargin)
 	if sbx.State == daytona.StateSnapshotting {
 		got, err := withBound(ctx, "sandbox.snapshotWait", bound, func(ctx context.Context) (*daytona.Sandbox, error) {
 			return s.client.WaitSnapshotDone(ctx, sbx.ID, timeout)
@@ -322,14 +321,6 @@ func (s *leaseSandbox) ensureStarted(ctx context.Context, timeoutSecs int) error
 		s.h.update(got)
 	}
 	return err
-}
-
-// satAdd adds two non-negative durations, saturating instead of overflowing.
-func satAdd(a, b time.Duration) time.Duration {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // withBound runs a lifecycle call under a hard bound, reporting a hang that

@@ -308,7 +308,7 @@ func (t *teardown) terminateBound() time.Duration {
 	if ms <= 0 {
 		ms = defaultTimeoutMs
 	}
-	return satAdd(daytona.MillisecondsDuration(ms), startBoundMargin)
+	return daytona.SaturatingAdd(daytona.MillisecondsDuration(ms), startBoundMargin)
 }
 
 func (t *teardown) stop(ctx context.Context, s *leaseSandbox, cfg DriverConfig) error {

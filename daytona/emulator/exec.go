@@ -34,12 +34,13 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, sb *sandb
 		Command string            `json:"command"`
 		Cwd     string            `json:"cwd"`
 		Envs    map[string]string `json:"envs"`
-		Timeout int               `json:"timeout"`
+		// The daemon's *uint32: seconds beyond it fail the body's decode.
+		Timeout uint32 `json:"timeout"`
 	}
 	if !s.decodeToolboxJSON(w, r, &req) {
 		return
 	}
-	s.journalExecute(sb.id, req.Command, req.Cwd, req.Timeout)
+	s.journalExecute(sb.id, req.Command, req.Cwd, int(req.Timeout))
 	if strings.TrimSpace(req.Command) == "" {
 		s.toolboxError(w, r, http.StatusBadRequest, "bad request: command cannot be empty or whitespace-only")
 		return
