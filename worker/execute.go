@@ -66,9 +66,13 @@ func (t Timing) withDefaults() Timing {
 func decodeExecute(raw json.RawMessage) (executeCall, []envVar, DriverConfig, error) {
 	var p executeCall
 	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p.ExecuteParams, func(obj map[string]json.RawMessage) error {
-		return prepareExecuteParams(obj, &p.leaseIDValue)
+		return prepareExecuteParams(obj, &p.leaseIDValue, &p.stdinBytes)
 	}); err != nil {
 		return p, nil, DriverConfig{}, err
+	}
+	if p.stdinBytes != nil {
+		s := string(p.stdinBytes) // the bytes as they are, uploaded raw
+		p.Stdin = &s
 	}
 	if !hasLease(p) {
 		return p, nil, DriverConfig{}, nil
@@ -83,10 +87,12 @@ func decodeExecute(raw json.RawMessage) (executeCall, []envVar, DriverConfig, er
 
 // executeCall holds environmentExecute's params as decodeExecute reads
 // them: leaseIDValue is a lease.providerLeaseId that was no string
-// (leaseIDValue).
+// (leaseIDValue), stdinBytes a stdin that was no string but that
+// Buffer.from takes (stdinBytes).
 type executeCall struct {
 	protocol.ExecuteParams
 	leaseIDValue any
+	stdinBytes   []byte
 }
 
 func hasLease(p executeCall) bool {
@@ -309,8 +315,9 @@ func refusedBeforeRunning(err error) error {
 // prepareExecuteParams reads execute's params as the plugin does: a lease
 // object is required (reading its id throws otherwise), a falsy id means
 // "no lease", a non-number timeout falls back to the config's, bypassSession
-// and cwd are tested for truthiness.
-func prepareExecuteParams(obj map[string]json.RawMessage, idValue *any) error {
+// and cwd are tested for truthiness; a stdin Buffer.from takes although it
+// is no string goes to *stdin as its bytes.
+func prepareExecuteParams(obj map[string]json.RawMessage, idValue *any, stdin *[]byte) error {
 	const method = protocol.MethodEnvironmentExecute
 	keyOnlyBase(obj)
 	if err := requireObject(method, obj, "lease"); err != nil {
@@ -350,6 +357,13 @@ func prepareExecuteParams(obj map[string]json.RawMessage, idValue *any) error {
 				return protocol.InvalidParams(method, notAString(fmt.Sprintf("params.args[%d]", i), k))
 			}
 		}
+	}
+	if b, ok, err := stdinBytes(obj["stdin"]); ok {
+		if err != nil {
+			return protocol.InvalidParams(method, err)
+		}
+		*stdin = b
+		delete(obj, "stdin")
 	}
 	onlyKind(obj, "timeoutMs", "number")
 	if t, ok := obj["timeoutMs"]; ok && !isFinite(jsNumber(json.Number(bytes.TrimSpace(t)))) {

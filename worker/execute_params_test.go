@@ -242,3 +242,58 @@ func TestTheCreateTimeoutNamesTheJavaScriptSeconds(t *testing.T) {
 		assert.Equal(t, "Failed to create and start sandbox within "+want+" seconds. Operation timed out.", err.Error(), "%g", ms)
 	}
 }
+
+// A stdin that is no string is read as Buffer.from reads it: the bytes of
+// an array or an array-like object, or refused (ok false) for what
+// Buffer.from refuses; a length a request names is bounded.
+func TestStdinThatIsNoStringIsReadAsBufferFromReadsIt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		raw  string
+		want []byte // nil: not taken
+		err  bool
+	}{
+		{raw: `[104,105,10]`, want: []byte("hi\n")},
+		{raw: `[]`, want: []byte{}},
+		{raw: `[256,-1,1.9,"x",null,true,[7],"0x41"," 66 ",{},1e300,-0.5,255.9]`, want: []byte{0, 255, 1, 0, 0, 1, 7, 0x41, 66, 0, 0, 0, 255}},
+		{raw: `{"length":3,"0":65,"2":"67"}`, want: []byte{65, 0, 67}},
+		{raw: `{"length":1.7,"0":66}`, want: []byte{66}},
+		{raw: `{"length":-1}`, want: []byte{}},
+		{raw: `{"length":"3"}`, want: []byte{}},
+		{raw: `{"length":null}`, want: []byte{}},
+		{raw: `{"type":"Buffer","data":[72,73]}`, want: []byte("HI")},
+		{raw: `{"type":"Buffer","data":"x"}`},
+		{raw: `{"a":1}`},
+		{raw: `5`},
+		{raw: `true`},
+		{raw: `"text"`},
+		{raw: `{"length":1e12}`, err: true},
+	} {
+		got, ok, err := stdinBytes(json.RawMessage(tc.raw))
+		switch {
+		case tc.err:
+			assert.True(t, ok, tc.raw)
+			assert.ErrorIs(t, err, errArrayLikeStdinTooLong, tc.raw)
+		case tc.want == nil:
+			assert.False(t, ok, tc.raw)
+		default:
+			require.True(t, ok, tc.raw)
+			require.NoError(t, err, tc.raw)
+			assert.Equal(t, tc.want, got, tc.raw)
+		}
+	}
+}
+
+// Those bytes are what the command reads, in a session and one-shot.
+func TestAStdinOfBytesReachesTheCommand(t *testing.T) {
+	t.Parallel()
+	_, _, l := leaseOnEmulator(t, emulator.Options{})
+	for _, members := range []string{
+		`"command":"cat","stdin":[104,105,"10"]`,
+		`"command":"cat","stdin":{"length":3,"0":104,"1":105,"2":10},"bypassSession":true`,
+	} {
+		res, err := l.execute(t.Context(), members)
+		require.NoError(t, err, members)
+		assert.Contains(t, resultJSON(t, res), `"stdout":"hi\n"`, members)
+	}
+}
