@@ -5,7 +5,7 @@ WORKER    := $(BIN)/daytona-worker
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run test bench bench-compare lint mutate fuzz sdk-check refcheck package interop clean
+.PHONY: all build run test bench bench-compare lint mutate fuzz sdk-check refcheck refcheck-random package interop clean
 
 all: build
 
@@ -93,6 +93,18 @@ refcheck: build
 	@ref="$$($(SHARED)/tools/reference-worker/setup $(REFERENCE_DIR) | tail -n 1)" && \
 	  echo "refcheck: reference worker: $$ref" && \
 	  $(BIN)/refcheck -reference "$$ref" -worker $(WORKER) $(REFCHECK_ARGS)
+
+## refcheck-random: random plays of odd params (tools/refrandom) through both workers, then the steps
+## where they differ beyond an invalid-params refusal; RANDOM_FIRST=1 RANDOM_SEEDS=8 pick the seeds
+RANDOM_FIRST ?= 1
+RANDOM_SEEDS ?= 8
+refcheck-random: build
+	$(GO) build -trimpath -o $(BIN)/refcheck ./cmd/refcheck
+	@dir="$$(mktemp -d)" && trap 'rm -rf "$$dir"' EXIT && \
+	  $(GO) run ./tools/refrandom -out "$$dir/scenarios" -first $(RANDOM_FIRST) -seeds $(RANDOM_SEEDS) && \
+	  ref="$$($(SHARED)/tools/reference-worker/setup $(REFERENCE_DIR) | tail -n 1)" && \
+	  { $(BIN)/refcheck -reference "$$ref" -worker $(WORKER) -scenarios "$$dir/scenarios" > "$$dir/out.txt" || true; } && \
+	  tail -n 1 "$$dir/out.txt" && $(GO) run ./tools/refrandom -triage "$$dir/out.txt"
 
 ## package: the npm packages that install the worker into Paperclip, in dist/npm
 ##          (PLATFORMS=host builds only this machine's binary; VERSION=v1.2.3 for a release)

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/internal/refcheck"
+)
+
+// The scenarios written are valid refcheck scenarios, and the same seed
+// writes the same play.
+func TestScenariosLoadAndRepeat(t *testing.T) {
+	t.Parallel()
+	a, b := t.TempDir(), t.TempDir()
+	require.NoError(t, writeScenarios(a, 3, 2))
+	require.NoError(t, writeScenarios(b, 3, 2))
+	scs, err := refcheck.LoadDir(a)
+	require.NoError(t, err)
+	assert.Len(t, scs, 2*len(families))
+	for _, sc := range scs {
+		x, err := os.ReadFile(filepath.Join(a, sc.Name+".jsonl"))
+		require.NoError(t, err)
+		y, err := os.ReadFile(filepath.Join(b, sc.Name+".jsonl"))
+		require.NoError(t, err)
+		assert.Equal(t, string(x), string(y), sc.Name)
+		assert.NotContains(t, string(x), `"remotePath":"/`, "no absolute folder is made on this machine")
+	}
+}
+
+// The triage leaves out an invalid-params refusal where the plugin threw,
+// and shows every other difference.
+func TestTriageShowsWhatIsNoInvalidParamsRefusal(t *testing.T) {
+	t.Parallel()
+	out := `different   random-params-1
+    line 5 (environmentExecute): $.error.code
+      reference: -32002
+      worker:    -32602
+    line 5 (environmentExecute): $.error.message
+      reference: "value.replace is not a function"
+      worker:    "Invalid params for environmentExecute: params.cwd must be a string"
+    line 9 (environmentRealizeWorkspace): $.error
+      reference: "<absent>"
+      worker:    {"code":-32002,"message":"daytona: create folder: empty path"}
+    line 9 (environmentRealizeWorkspace): $.result
+      reference: {"cwd":""}
+      worker:    "<absent>"
+refcheck: 1 scenarios: 0 identical, 0 documented, 1 different
+`
+	var b strings.Builder
+	require.NoError(t, triageOutput(strings.NewReader(out), &b))
+	got := b.String()
+	assert.NotContains(t, got, "line 5")
+	assert.Contains(t, got, "random-params-1 line 9 (environmentRealizeWorkspace)")
+	assert.Contains(t, got, "create folder: empty path")
+	assert.Contains(t, got, "refrandom: 1 steps differ beyond invalid params")
+}
