@@ -183,7 +183,7 @@ func TestEmulatorCreateFromImage(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, emulator.Options{})
 	sb, err := e.c.CreateAndWait(t.Context(), daytona.CreateParams{
-		Image: "ubuntu:22.04", Resources: &daytona.Resources{CPU: 2, Memory: 4, Disk: 8},
+		Image: "ubuntu:22.04", Resources: &daytona.Resources{CPU: ptr(2.0), Memory: ptr(4.0), Disk: ptr(8.0)},
 	}, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)

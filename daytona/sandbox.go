@@ -124,12 +124,14 @@ type BuildInfo struct {
 }
 
 // Resources are requested with an image only; a snapshot fixes its own.
-// Memory and Disk are GiB. Zero fields are left to the server.
+// Memory and Disk are GiB. A nil field is left to the server; a set one is
+// sent as the number it is, fraction or zero, as the SDK sends it, and
+// Daytona judges it.
 type Resources struct {
-	CPU    int
-	GPU    int
-	Memory int
-	Disk   int
+	CPU    *float64
+	GPU    *float64
+	Memory *float64
+	Disk   *float64
 }
 
 // CreateParams describe a new sandbox. Set at most one of Image and Snapshot;
@@ -181,10 +183,10 @@ type createBody struct {
 	NetworkAllowList    string            `json:"networkAllowList,omitempty"`
 	DomainAllowList     string            `json:"domainAllowList,omitempty"`
 	Target              string            `json:"target,omitempty"`
-	CPU                 int               `json:"cpu,omitempty"`
-	GPU                 int               `json:"gpu,omitempty"`
-	Memory              int               `json:"memory,omitempty"`
-	Disk                int               `json:"disk,omitempty"`
+	CPU                 *float64          `json:"cpu,omitempty"`
+	GPU                 *float64          `json:"gpu,omitempty"`
+	Memory              *float64          `json:"memory,omitempty"`
+	Disk                *float64          `json:"disk,omitempty"`
 	AutoStopInterval    *int              `json:"autoStopInterval,omitempty"`
 	AutoArchiveInterval *int              `json:"autoArchiveInterval,omitempty"`
 	AutoDeleteInterval  *int              `json:"autoDeleteInterval,omitempty"`

@@ -23,7 +23,7 @@ func TestCreateBody(t *testing.T) {
 	}{
 		{name: "image with resources and language", target: "eu",
 			p: CreateParams{Name: "n", Image: "node:22", Language: "python", Labels: map[string]string{"a": "b"},
-				Resources: &Resources{CPU: 2, Memory: 4, Disk: 10, GPU: 1}, AutoStopInterval: ptr(0),
+				Resources: &Resources{CPU: ptr(2.0), Memory: ptr(4.0), Disk: ptr(10.0), GPU: ptr(1.0)}, AutoStopInterval: ptr(0),
 				AutoArchiveInterval: ptr(60), AutoDeleteInterval: ptr(-1), Env: map[string]string{"K": "V"}},
 			want: `{"name":"n","env":{"K":"V"},"labels":{"a":"b","code-toolbox-language":"python"},"target":"eu",
 				"cpu":2,"gpu":1,"memory":4,"disk":10,"autoStopInterval":0,"autoArchiveInterval":60,"autoDeleteInterval":-1,
@@ -31,6 +31,9 @@ func TestCreateBody(t *testing.T) {
 		{name: "snapshot, ephemeral, per-call target", target: "us",
 			p:    CreateParams{Snapshot: "daytona-small", Ephemeral: true, Target: "eu", TTLMinutes: ptr(30), User: "root", Public: true},
 			want: `{"snapshot":"daytona-small","user":"root","env":{},"labels":{"code-toolbox-language":"python"},"public":true,"target":"eu","autoDeleteInterval":0,"ttlMinutes":30}`},
+		// Resources go as the numbers they are: a fraction, a zero.
+		{name: "fractional and zero resources", p: CreateParams{Image: "a", Resources: &Resources{CPU: ptr(0.5), Disk: ptr(0.0), Memory: ptr(1e-7)}},
+			want: `{"env":{},"labels":{"code-toolbox-language":"python"},"cpu":0.5,"memory":1e-7,"disk":0,"buildInfo":{"dockerfileContent":"FROM a\n"}}`},
 		// The SDK labels every sandbox with its code-toolbox language, python by default.
 		{name: "defaults", want: `{"env":{},"labels":{"code-toolbox-language":"python"}}`},
 	}
@@ -56,7 +59,7 @@ func TestCreateValidation(t *testing.T) {
 	c, _, _, _ := setup(t)
 	for _, p := range []CreateParams{
 		{Image: "a", Snapshot: "b"},
-		{Snapshot: "s", Resources: &Resources{CPU: 2}},
+		{Snapshot: "s", Resources: &Resources{CPU: ptr(2.0)}},
 		{AutoStopInterval: ptr(-1)},
 		{AutoArchiveInterval: ptr(-5)},
 		{TTLMinutes: ptr(-1)},

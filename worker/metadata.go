@@ -83,16 +83,9 @@ func createParams(cfg DriverConfig, name string, labels map[string]string) dayto
 	if cfg.Image != nil {
 		p.Image = *cfg.Image
 		if cfg.hasResourceRequest() {
-			r := &daytona.Resources{}
-			for _, x := range []struct {
-				v   *float64
-				dst *int
-			}{{cfg.CPU, &r.CPU}, {cfg.Memory, &r.Memory}, {cfg.Disk, &r.Disk}, {cfg.GPU, &r.GPU}} {
-				if x.v != nil {
-					*x.dst = int(*x.v)
-				}
-			}
-			p.Resources = r
+			// The numbers as the plugin passes them: a fraction is not
+			// truncated here, Daytona takes or refuses it.
+			p.Resources = &daytona.Resources{CPU: cfg.CPU, Memory: cfg.Memory, Disk: cfg.Disk, GPU: cfg.GPU}
 		}
 		return p
 	}
