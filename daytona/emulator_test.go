@@ -121,7 +121,7 @@ func TestEmulatorLifecycle(t *testing.T) {
 			name := "life-" + fmt.Sprint(transitional)
 			sb, err := e.c.CreateAndWait(ctx, daytona.CreateParams{
 				Name: name, Language: "python", Labels: map[string]string{"team": "a", "run": name},
-				Env: map[string]string{"GREETING": "hi"}, AutoStopInterval: ptr(0),
+				Env: map[string]string{"GREETING": "hi"}, AutoStopInterval: ptr(0.0),
 			}, 30*time.Second)
 			if err != nil {
 				t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -158,9 +159,11 @@ type CreateParams struct {
 	DomainAllowList  string
 	// Intervals in minutes; nil leaves the server default (auto-stop 15,
 	// auto-archive 7 days, auto-delete disabled).
-	AutoStopInterval    *int
-	AutoArchiveInterval *int
-	AutoDeleteInterval  *int
+	// The intervals are minutes, sent as the numbers they are (a config's
+	// 1e20 too, as the SDK sends it; Daytona refuses what it cannot hold).
+	AutoStopInterval    *float64
+	AutoArchiveInterval *float64
+	AutoDeleteInterval  *float64
 	// Ephemeral deletes the sandbox when it stops (auto-delete interval 0).
 	Ephemeral bool
 	// TTLMinutes destroys the sandbox this long after creation, whatever its
@@ -187,9 +190,9 @@ type createBody struct {
 	GPU                 *float64          `json:"gpu,omitempty"`
 	Memory              *float64          `json:"memory,omitempty"`
 	Disk                *float64          `json:"disk,omitempty"`
-	AutoStopInterval    *int              `json:"autoStopInterval,omitempty"`
-	AutoArchiveInterval *int              `json:"autoArchiveInterval,omitempty"`
-	AutoDeleteInterval  *int              `json:"autoDeleteInterval,omitempty"`
+	AutoStopInterval    *float64          `json:"autoStopInterval,omitempty"`
+	AutoArchiveInterval *float64          `json:"autoArchiveInterval,omitempty"`
+	AutoDeleteInterval  *float64          `json:"autoDeleteInterval,omitempty"`
 	TTLMinutes          *int              `json:"ttlMinutes,omitempty"`
 	Volumes             []SandboxVolume   `json:"volumes,omitempty"`
 	BuildInfo           *createBuildInfo  `json:"buildInfo,omitempty"`
@@ -212,11 +215,15 @@ func (c *Client) createBody(p CreateParams) (*createBody, error) {
 	if !slices.Contains(Languages, language) {
 		return nil, &InvalidArgumentError{Message: fmt.Sprintf("Invalid %s: %s. Supported languages: %s", LanguageLabel, language, strings.Join(Languages, ", "))}
 	}
+	var ttl *float64
+	if p.TTLMinutes != nil {
+		ttl = new(float64(*p.TTLMinutes))
+	}
 	for _, v := range []struct {
 		name  string
-		value *int
-	}{{"autoStopInterval", p.AutoStopInterval}, {"autoArchiveInterval", p.AutoArchiveInterval}, {"ttlMinutes", p.TTLMinutes}} {
-		if v.value != nil && *v.value < 0 {
+		value *float64
+	}{{"autoStopInterval", p.AutoStopInterval}, {"autoArchiveInterval", p.AutoArchiveInterval}, {"ttlMinutes", ttl}} {
+		if v.value != nil && (*v.value < 0 || *v.value != math.Trunc(*v.value) || math.IsInf(*v.value, 0)) {
 			return nil, &InvalidArgumentError{Message: v.name + " must be a non-negative integer"}
 		}
 	}
@@ -246,8 +253,7 @@ func (c *Client) createBody(p CreateParams) (*createBody, error) {
 		b.Target = c.target
 	}
 	if p.Ephemeral {
-		zero := 0
-		b.AutoDeleteInterval = &zero
+		b.AutoDeleteInterval = new(0.0)
 	}
 	b.Labels = make(map[string]string, len(p.Labels)+1)
 	for k, v := range p.Labels {

@@ -69,13 +69,12 @@ func buildLabels(in labelInput) map[string]string {
 // createParams is the plugin's buildCreateParams: an image brings resources,
 // a snapshot (or the default) does not.
 func createParams(cfg DriverConfig, name string, labels map[string]string) daytona.CreateParams {
-	intp := func(f float64) *int { n := int(f); return &n }
 	p := daytona.CreateParams{
 		Name:                name,
 		Labels:              labels,
-		AutoStopInterval:    intp(cfg.AutoStopInterval),
-		AutoArchiveInterval: intp(cfg.AutoArchiveInterval),
-		AutoDeleteInterval:  intp(cfg.AutoDeleteInterval),
+		AutoStopInterval:    new(cfg.AutoStopInterval),
+		AutoArchiveInterval: new(cfg.AutoArchiveInterval),
+		AutoDeleteInterval:  new(cfg.AutoDeleteInterval),
 	}
 	if cfg.Language != nil {
 		p.Language = *cfg.Language
