@@ -145,6 +145,8 @@ func TestRealizeReadsItsParamsAsThePluginDoes(t *testing.T) {
 		`{` + base + `,"lease":{"metadata":{"remoteCwd":"  "}},"workspace":{"localPath":"/l"}}`: "/l",
 		`{` + base + `,"lease":"x","workspace":{"remotePath":"/r","localPath":"/l"}}`:           "/r",
 		`{` + base + `,"lease":{"providerLeaseId":""},"workspace":{"remotePath":null}}`:         "/paperclip-workspace",
+		`{` + base + `,"lease":{},"workspace":{"remotePath":"/r","localPath":-0.5}}`:            "/r",
+		`{` + base + `,"lease":{},"workspace":{"remotePath":null,"localPath":"/l"}}`:            "/l",
 		`{` + base + `,"lease":{"metadata":"not an object"},"workspace":[]}`:                    "/paperclip-workspace",
 	} {
 		res, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentRealizeWorkspace, params))

@@ -179,6 +179,9 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 			nested(obj, "workspace", func(ws map[string]json.RawMessage) {
 				delete(ws, "mode") // not read, whatever their type
 				delete(ws, "metadata")
+				if k := jsonKindOf(ws["remotePath"]); k != "" && k != "null" {
+					delete(ws, "localPath") // remotePath ?? localPath: not read
+				}
 			})
 			return nil
 		}

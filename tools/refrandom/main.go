@@ -219,6 +219,11 @@ func paramsPlay(g *gen) {
 			}
 			p[k] = v
 		}
+		if args, _ := p["args"].([]any); p["command"] == "sh" && (len(args) == 0 || args[0] != "-c") {
+			// A shell without -c reads commands from the session's input
+			// and never ends (both workers wait out the timeout there).
+			p["command"] = "echo"
+		}
 		if g.r.IntN(5) == 0 {
 			p["lease"] = obj{"providerLeaseId": "${LEASE}", "metadata": obj{"remoteCwd": g.odd()}}
 		}
