@@ -57,8 +57,10 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 		// Only a cache key (companyId and environmentId are labels too,
 		// which Daytona takes as strings only).
 		stringifyMember(obj, "driverKey")
-		// Date.parse of anything but a string finds no deadline in practice.
-		onlyKind(obj, "requestedExpiresAt", "string")
+		// input.requestedExpiresAt ? Date.parse(input.requestedExpiresAt):
+		// a truthy value that is no string is parsed as its String().
+		falsyAsNull(obj, "requestedExpiresAt")
+		stringifyMember(obj, "requestedExpiresAt")
 		return nil
 	})
 	if err != nil {

@@ -18,9 +18,15 @@ import (
 //   - toUTCString's and toString's outputs (RFC 1123 with GMT or ±hhmm).
 //
 // A date alone is UTC; a time without an offset is local time (loc), as in
-// JavaScript. Other legacy forms ("Jan 1 2099", "2099/01/01") are not read.
+// JavaScript. A number alone, such as a requestedExpiresAt sent as a
+// number reads (String(43127)), is read as V8's legacy parser reads it
+// (parseLegacyNumber). Other legacy forms ("Jan 1 2099", "2099/01/01",
+// "1.5") are not read (row expiry-legacy-date-forms).
 func parseJSDate(s string, loc *time.Location) (int64, bool) {
 	if ms, ok := parseISODate(s, loc); ok {
+		return ms, true
+	}
+	if ms, ok := parseLegacyNumber(s, loc); ok {
 		return ms, true
 	}
 	for _, layout := range []string{
@@ -190,4 +196,39 @@ func parseISODate(s string, loc *time.Location) (int64, bool) {
 	}
 	t := time.Date(year, time.Month(month), day, hour, minute, second, millis*int(time.Millisecond), zone)
 	return t.UnixMilli(), true
+}
+
+// parseLegacyNumber is V8's legacy Date.parse of digits alone (not the four
+// of an ISO year, read before): 0 is 2000, 1 to 12 a month of 2001, 13 to
+// 31 nothing, 32 to 49 the years 2032 to 2049, 50 to 99 the years 1950 to
+// 1999, and 100 up to 275760 that year; always January 1st (of the month),
+// midnight local time.
+func parseLegacyNumber(s string, loc *time.Location) (int64, bool) {
+	s = strings.TrimFunc(s, isJSWhitespace)
+	if s == "" || len(s) > 6 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	year, month := n, time.January
+	switch {
+	case n == 0:
+		year = 2000
+	case n <= 12:
+		year, month = 2001, time.Month(n)
+	case n <= 31:
+		return 0, false
+	case n <= 49:
+		year = 2000 + n
+	case n <= 99:
+		year = 1900 + n
+	case n > 275760:
+		return 0, false
+	}
+	return time.Date(year, month, 1, 0, 0, 0, 0, loc).UnixMilli(), true
 }
