@@ -40,7 +40,8 @@ var runnerIngressPath = sync.OnceValue(func() *regexp.Regexp {
 func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.RunnerIngressEndpointParams
 	var idValue any
-	if err := decodeDriverParams(protocol.MethodEnvironmentRunnerIngressEndpoint, raw, &p, ingressParams(&idValue)); err != nil {
+	var noLease error // params.lease absent or null: the plugin's read of its id throws
+	if err := decodeDriverParams(protocol.MethodEnvironmentRunnerIngressEndpoint, raw, &p, ingressParams(&idValue, &noLease)); err != nil {
 		return nil, err
 	}
 	if port, ok := rawJSONNumber(p.Port); !ok || port != runnerIngressPort {
@@ -51,6 +52,9 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 	path := jsTemplateText(p.Path)
 	if !runnerIngressPath().MatchString(path) {
 		return nil, errors.New(msgIngressPath)
+	}
+	if noLease != nil {
+		return nil, noLease
 	}
 	if p.Lease == nil || p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
 		return nil, errors.New(msgIngressNeedsLease)
@@ -101,11 +105,13 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 // ingressParams reads the ingress params as the plugin does: the
 // base members are only cache keys; of the lease only providerLeaseId is
 // read, through `params.lease.providerLeaseId`, so a lease that is no object
-// has none. *idValue is that id as sent when it was no string
-// (leaseIDMember).
-func ingressParams(idValue *any) func(obj map[string]json.RawMessage) error {
+// has none, and an absent or null one is the plugin's TypeError, kept in
+// *noLease for after the port and path checks that come first there.
+// *idValue is the id as sent when it was no string (leaseIDMember).
+func ingressParams(idValue *any, noLease *error) func(obj map[string]json.RawMessage) error {
 	return func(obj map[string]json.RawMessage) error {
 		keyOnlyBase(obj)
+		*noLease = requireObject(protocol.MethodEnvironmentRunnerIngressEndpoint, obj, "lease")
 		onlyKind(obj, "lease", "object")
 		nested(obj, "lease", func(lease map[string]json.RawMessage) {
 			*idValue = leaseIDMember(lease, "providerLeaseId")
