@@ -217,11 +217,7 @@ func (t *Toolbox) Execute(ctx context.Context, req ExecuteRequest) (*ExecuteResp
 		// the most it takes, and bounds the command all the same.
 		body.Timeout = json.Number(jsNumberText(min(secs, math.MaxUint32)))
 		var cancel context.CancelFunc
-		d := SecondsDuration(secs)
-		if d < math.MaxInt64-execTimeoutSlack {
-			d += execTimeoutSlack
-		}
-		ctx, cancel = context.WithTimeout(ctx, d)
+		ctx, cancel = context.WithTimeout(ctx, SaturatingAdd(SecondsDuration(secs), execTimeoutSlack))
 		defer cancel()
 	}
 	// Old daemons send "code" instead of "exitCode"; an absent code is 0

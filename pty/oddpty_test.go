@@ -9,8 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,17 +131,23 @@ func (d *oddDaemon) connect(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	lines := 0
+	// heard answers one input; false once the client has gone.
+	heard := func(p []byte, ok bool) bool {
+		if ok {
+			lines++
+			answer(ctx, conn, p, lines, uid)
+		}
+		return ok
+	}
 	for step := range 40 + rng.IntN(40) {
 		select {
 		case <-killed:
 			d.end(ctx, conn, rng, true)
 			return
 		case p, ok := <-inputs:
-			if !ok {
+			if !heard(p, ok) {
 				return
 			}
-			lines++
-			answer(ctx, conn, p, lines, uid)
 			continue
 		default:
 		}
@@ -175,11 +179,9 @@ func (d *oddDaemon) connect(w http.ResponseWriter, r *http.Request) {
 			d.end(ctx, conn, rng, true)
 			return
 		case p, ok := <-inputs:
-			if !ok {
+			if !heard(p, ok) {
 				return
 			}
-			lines++
-			answer(ctx, conn, p, lines, uid)
 		}
 	}
 }
@@ -224,10 +226,7 @@ func (d *oddDaemon) end(ctx context.Context, conn *websocket.Conn, rng *rand.Ran
 // checks.
 func TestOddDaemonSocketsKeepEveryRouteWellFormed(t *testing.T) {
 	t.Parallel()
-	seeds := 20
-	if v, err := strconv.Atoi(os.Getenv("DAYTONA_PTY_RANDOM_SEEDS")); err == nil && v > 0 {
-		seeds = v
-	}
+	seeds := randomSeeds(20)
 	for seed := range uint64(seeds) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			tb := newOddDaemon(t, seed)
@@ -262,31 +261,13 @@ func TestOddDaemonSocketsKeepEveryRouteWellFormed(t *testing.T) {
 }
 
 func playOddTerminal(t *testing.T, m *Manager, tb *daytona.Toolbox, sink *checkingSink, route, lease string, seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 3))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	login := rng.IntN(3) == 0
-	var (
-		op  *Opening
-		err error
-	)
-	if login {
-		op, err = m.OpenLogin(ctx, tb, LoginRequest{HostRouteID: route, ProviderLeaseID: lease, CommandKey: "codex", SessionHome: "/tmp/paperclip-adapter-login/00000000-0000-0000-0000-000000000000"})
-	} else {
-		op, err = m.OpenDuplex(ctx, tb, DuplexRequest{HostRouteID: route, ProviderLeaseID: lease, Command: []string{"cat"}})
+	open := func(ctx context.Context, login bool, _ *rand.Rand) (*Opening, error) {
+		if login {
+			return m.OpenLogin(ctx, tb, LoginRequest{HostRouteID: route, ProviderLeaseID: lease, CommandKey: "codex", SessionHome: "/tmp/paperclip-adapter-login/00000000-0000-0000-0000-000000000000"})
+		}
+		return m.OpenDuplex(ctx, tb, DuplexRequest{HostRouteID: route, ProviderLeaseID: lease, Command: []string{"cat"}})
 	}
-	if err != nil {
-		closeRoute(m, login, route)
-		return
-	}
-	rt := op.Route()
-	if rng.IntN(6) == 0 {
-		op.Start(false)
-	} else {
-		sink.start(rt)
-		op.Start(true)
-	}
-	for range 1 + rng.IntN(30) {
+	act := func(ctx context.Context, rng *rand.Rand, login bool, rt Route) {
 		switch rng.IntN(30) {
 		case 0:
 			_ = stopRoute(ctx, m, login, rt)
@@ -300,5 +281,5 @@ func playOddTerminal(t *testing.T, m *Manager, tb *daytona.Toolbox, sink *checki
 			_ = inputRoute(ctx, m, login, rt, bytes.Repeat([]byte{'w'}, 1+rng.IntN(70<<10)))
 		}
 	}
-	closeRoute(m, login, rt.HostRouteID)
+	playRoute(t, m, sink, route, seed, 30*time.Second, open, act)
 }

@@ -105,10 +105,7 @@ var randomCommands = [][]string{
 // left running. DAYTONA_PTY_RANDOM_SEEDS sets how many rounds run.
 func TestRandomTerminalInterleavings(t *testing.T) {
 	t.Parallel()
-	rounds := 3
-	if v, err := strconv.Atoi(os.Getenv("DAYTONA_PTY_RANDOM_SEEDS")); err == nil && v > 0 {
-		rounds = v
-	}
+	rounds := randomSeeds(3)
 	sb := newSandbox(t)
 	sb.bin(t, "claude", standIn(t, "claude"))
 	for round := range rounds {
@@ -140,32 +137,13 @@ func TestRandomTerminalInterleavings(t *testing.T) {
 }
 
 func playOneTerminal(t *testing.T, m *Manager, sb *sandbox, sink *checkingSink, route, lease string, seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 3))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	login := rng.IntN(3) == 0
-	var (
-		op  *Opening
-		err error
-	)
-	if login {
-		op, err = m.OpenLogin(ctx, sb.tb, LoginRequest{HostRouteID: route, ProviderLeaseID: lease, CommandKey: "claude", SessionHome: sessionHome(t)})
-	} else {
-		op, err = m.OpenDuplex(ctx, sb.tb, DuplexRequest{HostRouteID: route, ProviderLeaseID: lease, Command: randomCommands[rng.IntN(len(randomCommands))]})
+	open := func(ctx context.Context, login bool, rng *rand.Rand) (*Opening, error) {
+		if login {
+			return m.OpenLogin(ctx, sb.tb, LoginRequest{HostRouteID: route, ProviderLeaseID: lease, CommandKey: "claude", SessionHome: sessionHome(t)})
+		}
+		return m.OpenDuplex(ctx, sb.tb, DuplexRequest{HostRouteID: route, ProviderLeaseID: lease, Command: randomCommands[rng.IntN(len(randomCommands))]})
 	}
-	if err != nil {
-		t.Logf("%s: open: %v", route, err)
-		closeRoute(m, login, route)
-		return // a quick command may end before it is seen to start; a dropped socket fails the open
-	}
-	rt := op.Route()
-	if rng.IntN(6) == 0 {
-		op.Start(false)
-	} else {
-		sink.start(rt)
-		op.Start(true)
-	}
-	for range 1 + rng.IntN(30) {
+	act := func(ctx context.Context, rng *rand.Rand, login bool, rt Route) {
 		switch rng.IntN(30) {
 		case 0:
 			_ = stopRoute(ctx, m, login, rt)
@@ -195,7 +173,46 @@ func playOneTerminal(t *testing.T, m *Manager, sb *sandbox, sink *checkingSink, 
 			}
 		}
 	}
+	playRoute(t, m, sink, route, seed, 60*time.Second, open, act)
+}
+
+// playRoute plays one route: open it (a login one time in three), then
+// start it, or leave its reply unwritten one time in six, act on it 1 to 30
+// times and close it. An open that fails is closed and logged: a quick
+// command may end before it is seen to start, a dropped socket fails it.
+func playRoute(t *testing.T, m *Manager, sink *checkingSink, route string, seed uint64, timeout time.Duration,
+	open func(ctx context.Context, login bool, rng *rand.Rand) (*Opening, error),
+	act func(ctx context.Context, rng *rand.Rand, login bool, rt Route)) {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	login := rng.IntN(3) == 0
+	op, err := open(ctx, login, rng)
+	if err != nil {
+		t.Logf("%s: open: %v", route, err)
+		closeRoute(m, login, route)
+		return
+	}
+	rt := op.Route()
+	if rng.IntN(6) == 0 {
+		op.Start(false)
+	} else {
+		sink.start(rt)
+		op.Start(true)
+	}
+	for range 1 + rng.IntN(30) {
+		act(ctx, rng, login, rt)
+	}
 	closeRoute(m, login, rt.HostRouteID)
+}
+
+// randomSeeds is how many rounds a randomized play runs: n, unless
+// DAYTONA_PTY_RANDOM_SEEDS says otherwise.
+func randomSeeds(n int) int {
+	if v, err := strconv.Atoi(os.Getenv("DAYTONA_PTY_RANDOM_SEEDS")); err == nil && v > 0 {
+		return v
+	}
+	return n
 }
 
 func closeRoute(m *Manager, login bool, route string) {

@@ -102,11 +102,10 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request, sb *san
 }
 
 func (s *Server) handleFileInfo(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-	if r.URL.Query().Get("path") == "" {
-		bareStatus(w, http.StatusBadRequest) // the daemon's "path is required"
+	p, ok := requiredPath(w, r, sb)
+	if !ok {
 		return
 	}
-	p := resolvePath(sb, r.URL.Query().Get("path"))
 	fi, err := os.Stat(p)
 	if err != nil {
 		bareStatus(w, fsStatus(err))
@@ -152,12 +151,23 @@ func (s *Server) noteExternal(sb *sandbox, created string) {
 	s.mu.Unlock()
 }
 
+// requiredPath resolves the path query of a route that needs one, or
+// answers the daemon's "path is required" (a bare 400): an empty path is not
+// the sandbox's work folder there.
+func requiredPath(w http.ResponseWriter, r *http.Request, sb *sandbox) (string, bool) {
+	q := r.URL.Query().Get("path")
+	if q == "" {
+		bareStatus(w, http.StatusBadRequest)
+		return "", false
+	}
+	return resolvePath(sb, q), true
+}
+
 func (s *Server) handleCreateFolder(w http.ResponseWriter, r *http.Request, sb *sandbox) {
-	if r.URL.Query().Get("path") == "" {
-		bareStatus(w, http.StatusBadRequest) // the daemon's "path is required"
+	p, ok := requiredPath(w, r, sb)
+	if !ok {
 		return
 	}
-	p := resolvePath(sb, r.URL.Query().Get("path"))
 	mode, err := parseMode(r.URL.Query().Get("mode"), 0o755)
 	if err != nil {
 		bareStatus(w, http.StatusBadRequest)
@@ -174,13 +184,10 @@ func (s *Server) handleCreateFolder(w http.ResponseWriter, r *http.Request, sb *
 
 func (s *Server) handleDeleteFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	s.journal(sb.id, ToolboxCall{Route: "delete", Paths: []string{r.URL.Query().Get("path")}})
-	if r.URL.Query().Get("path") == "" {
-		// The daemon's "path is required"; the sandbox's work folder is not
-		// what an empty path names.
-		bareStatus(w, http.StatusBadRequest)
+	p, ok := requiredPath(w, r, sb)
+	if !ok {
 		return
 	}
-	p := resolvePath(sb, r.URL.Query().Get("path"))
 	fi, err := os.Lstat(p)
 	if err != nil {
 		bareStatus(w, fsStatus(err))
