@@ -232,7 +232,16 @@ func TestSameWorkerOnBothSidesIsIdentical(t *testing.T) {
 		r := Compare(sc, outs[0], outs[1], list)
 		var b strings.Builder
 		r.Print(&b, list)
-		assert.Equal(t, Identical, r.Verdict, "%s", b.String())
+		if !assert.Equal(t, Identical, r.Verdict, "%s", b.String()) {
+			// A declared row can hide what differed: show the steps.
+			for i := range outs[0] {
+				a, _ := json.Marshal(outs[0][i])
+				b, _ := json.Marshal(outs[1][i])
+				if string(a) != string(b) {
+					t.Logf("%s: step %d differs:\n%s\n%s", name, i, a, b)
+				}
+			}
+		}
 		for _, o := range outs[0] {
 			if o != nil {
 				for _, l := range o.Lines {
