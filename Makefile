@@ -55,8 +55,9 @@ BENCH_COMPARE_FLAGS ?=
 bench-compare: build
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/bench-floor ./cmd/bench-compare/floor
 	CGO_ENABLED=0 $(GO) build -trimpath -tags libfloor -o $(BIN)/bench-libfloor ./cmd/bench-compare/floor
+	CGO_ENABLED=0 $(GO) build -trimpath -tags httpfloor -o $(BIN)/bench-httpfloor ./cmd/bench-compare/floor
 	$(GO) build -o $(BIN)/bench-compare ./cmd/bench-compare
-	$(BIN)/bench-compare -worker $(WORKER) -emulator $(BIN)/daytona-emulator -floor $(BIN)/bench-floor -lib-floor $(BIN)/bench-libfloor -reference-setup $(SHARED)/tools/reference-worker/setup $(BENCH_COMPARE_FLAGS)
+	$(BIN)/bench-compare -worker $(WORKER) -emulator $(BIN)/daytona-emulator -floor $(BIN)/bench-floor -lib-floor $(BIN)/bench-libfloor -http-floor $(BIN)/bench-httpfloor -reference-setup $(SHARED)/tools/reference-worker/setup $(BENCH_COMPARE_FLAGS)
 
 ## lint: formatting, vet and staticcheck (pinned in tools/staticcheck/go.mod,
 ## fetched from the module proxy on first use; settings in staticcheck.conf)

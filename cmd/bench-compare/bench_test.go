@@ -47,6 +47,7 @@ func TestTablePrintsBothSidesAndTheYardsticks(t *testing.T) {
 		tb.add("cold start", "spawn → reply", "ms", sideNode, float64(1000+i))
 		tb.add("cold start", "spawn → reply", "ms", sideFloor, float64(5+i))
 		tb.add("cold start", "spawn → reply", "ms", sideLibFloor, float64(8+i))
+		tb.add("cold start", "spawn → reply", "ms", sideHTTPFloor, float64(7+i))
 		tb.add("relay", "exact", unitYesNo, sideGo, 1)
 		tb.add("relay", "exact", unitYesNo, sideNode, float64(i%2))
 	}
@@ -56,5 +57,8 @@ func TestTablePrintsBothSidesAndTheYardsticks(t *testing.T) {
 	assert.Contains(t, out, "| cold start | spawn → reply (ms) | 10.0 / 11.0 / 12.0 | 1000 / 1001 / 1002 | 0.011× |")
 	assert.Contains(t, out, "| cold start | spawn → reply (ms), trivial Go binary | 5.00 / 6.00 / 7.00 |  | daytona-worker ÷ trivial Go binary: 1.83× |")
 	assert.Contains(t, out, "| cold start | spawn → reply (ms), trivial Go binary with the worker's imports | 8.00 / 9.00 / 10.0 |  | daytona-worker ÷ trivial Go binary with the worker's imports: 1.22× |")
+	assert.Contains(t, out, "| cold start | spawn → reply (ms), trivial Go binary linking net/http | 7.00 / 8.00 / 9.00 |  | daytona-worker ÷ trivial Go binary linking net/http: 1.38× |")
+	// The yardsticks follow the row, the narrowest first.
+	assert.Less(t, strings.Index(out, "trivial Go binary linking net/http"), strings.Index(out, "trivial Go binary with the worker's imports"))
 	assert.Contains(t, out, "| relay | exact | 3 of 3 runs | 1 of 3 runs |  |")
 }

@@ -41,6 +41,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	workerBin := flags.String("worker", "bin/daytona-worker", "the daytona-worker binary")
 	floorBin := flags.String("floor", "bin/bench-floor", "the trivial Go binary (cmd/bench-compare/floor)")
 	libFloorBin := flags.String("lib-floor", "", "the trivial Go binary linking the worker's imports (cmd/bench-compare/floor built with -tags libfloor), started in the cold start's loop too (empty: left out)")
+	httpFloorBin := flags.String("http-floor", "", "the trivial Go binary linking net/http (cmd/bench-compare/floor built with -tags httpfloor), started in the cold start's loop too (empty: left out)")
 	setup := flags.String("reference-setup", "../shared/tools/reference-worker/setup", "the script that prepares the Node plugin and prints the command that starts it")
 	only := flags.String("scenarios", "cold,execute,relay,burst", "comma-separated scenarios to run")
 	emulatorBin := flags.String("emulator", "", "the daytona-emulator binary, run as its own process for each fresh emulator (empty: the emulator runs inside bench-compare, sharing its process with the host)")
@@ -90,6 +91,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if *libFloorBin != "" {
 		b.libFloor = []string{*libFloorBin}
+	}
+	if *httpFloorBin != "" {
+		b.httpFloor = []string{*httpFloorBin}
 	}
 	started := time.Now().UTC()
 	loadBefore := loadAverage()

@@ -17,7 +17,10 @@ const (
 	// sideLibFloor is the trivial Go binary with every package the worker
 	// imports linked in (cmd/bench-compare/floor built with -tags libfloor).
 	sideLibFloor = "trivial Go binary with the worker's imports"
-	sideDirect   = "our client, no worker"
+	// sideHTTPFloor is the trivial Go binary with net/http linked in
+	// (cmd/bench-compare/floor built with -tags httpfloor).
+	sideHTTPFloor = "trivial Go binary linking net/http"
+	sideDirect    = "our client, no worker"
 )
 
 // row is one measured quantity; samples holds each side's values, one per
@@ -59,7 +62,7 @@ func (t *table) print(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.scenario, r.metric+unitSuffix(r.unit),
 				spread(goVals), spread(nodeVals), pairedRatio(goVals, nodeVals))
 		}
-		for _, yard := range []string{sideFloor, sideLibFloor, sideDirect} {
+		for _, yard := range []string{sideFloor, sideHTTPFloor, sideLibFloor, sideDirect} {
 			if vals := r.samples[yard]; len(vals) > 0 {
 				fmt.Fprintf(w, "| %s | %s, %s | %s |  | daytona-worker ÷ %s: %s |\n", r.scenario, r.metric+unitSuffix(r.unit), yard,
 					spread(vals), yard, pairedRatio(goVals, vals))

@@ -33,9 +33,12 @@ type bench struct {
 	// libFloor is the trivial Go binary linking the worker's imports; nil
 	// leaves it out.
 	libFloor []string
-	seed     maphash.Seed
-	t        table
-	log      io.Writer
+	// httpFloor is the trivial Go binary linking net/http; nil leaves it
+	// out.
+	httpFloor []string
+	seed      maphash.Seed
+	t         table
+	log       io.Writer
 	// emulatorBin is the daytona-emulator binary run for each scenario's
 	// fresh emulator; empty runs the emulator in this process.
 	emulatorBin string
@@ -247,6 +250,9 @@ func (b *bench) setUp(w worker, n int) (*emu, *host, []lease, error) {
 func (b *bench) coldStart(runs int) error {
 	const scenario = "cold start"
 	sides := append(slices.Clone(b.workers), worker{side: sideFloor, argv: b.floor})
+	if b.httpFloor != nil {
+		sides = append(sides, worker{side: sideHTTPFloor, argv: b.httpFloor})
+	}
 	if b.libFloor != nil {
 		sides = append(sides, worker{side: sideLibFloor, argv: b.libFloor})
 	}
@@ -265,7 +271,7 @@ func (b *bench) coldStart(runs int) error {
 			peak, _, _ := procMemory(h.pid)
 			cpu, _ := procCPU(h.pid)
 			faults, _ := procFaults(h.pid)
-			if w.side == sideFloor || w.side == sideLibFloor {
+			if w.side == sideFloor || w.side == sideHTTPFloor || w.side == sideLibFloor {
 				h.hangUp() // it answers nothing but its first request
 			} else {
 				h.stop()
