@@ -118,6 +118,12 @@ func TestTextDecoderMatchesTextDecoder(t *testing.T) {
 		{"\xc0\xaf", "\uFFFD\uFFFD"},
 		{"\xe0\xa0", "\uFFFD"}, // cut off at the very end
 		{"\xf1\x80\x80", "\uFFFD"},
+		// A byte-order mark is dropped only as the stream's first character.
+		{"\xef\xbb\xbfabc", "abc"},
+		{"\xef\xbb\xbf\xef\xbb\xbf", "\ufeff"},
+		{"a\xef\xbb\xbf", "a\ufeff"},
+		{"\xff\xef\xbb\xbf", "\uFFFD\ufeff"},
+		{"\xef\xbb", "\uFFFD"},
 	} {
 		var d textDecoder
 		if got := d.decode([]byte(tt.in), true); got != tt.want {

@@ -9,16 +9,33 @@ import (
 
 // textDecoder decodes a byte stream as UTF-8 exactly as the WHATWG
 // TextDecoder("utf-8") does in streaming mode: a character cut across two
-// chunks comes out whole, and each maximal ill-formed subsequence becomes
-// one U+FFFD.
+// chunks comes out whole, each maximal ill-formed subsequence becomes one
+// U+FFFD, and a byte-order mark that is the stream's first character is
+// dropped (ignoreBOM is false, as the plugin's login PTY leaves it).
 type textDecoder struct {
 	pending [utf8.UTFMax]byte // the start of a character cut off by a chunk's end
 	n       int
+	// started is the standard's "BOM seen": a first character came out.
+	started bool
 }
 
 // decode returns the text of p, keeping an incomplete trailing character
-// for the next call unless final is set (then it becomes U+FFFD).
+// for the next call unless final is set (then it becomes U+FFFD, and the
+// next call begins a new stream).
 func (d *textDecoder) decode(p []byte, final bool) string {
+	text := d.characters(p, final)
+	if !d.started && text != "" {
+		d.started = true
+		text = strings.TrimPrefix(text, "\ufeff")
+	}
+	if final {
+		d.started = false
+	}
+	return text
+}
+
+// characters is decode without the byte-order mark's rule.
+func (d *textDecoder) characters(p []byte, final bool) string {
 	in := p
 	if d.n > 0 {
 		in = make([]byte, 0, d.n+len(p))

@@ -614,11 +614,12 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	relay := newLogNotifier(c.w.outputBlocks, c.w.relayLimits(), func(params any) error {
 		return c.w.host.Notify(ctx, protocol.NotifyExecuteLog, params)
 	})
-	streamed := c.follow(runCtx, tb, sessionID, dispatched.CmdID, relay, prepared)
+	marks := [2]*markDropper{{w: relay.stream(0)}, {w: relay.stream(1)}}
+	streamed := c.follow(runCtx, tb, sessionID, dispatched.CmdID, marks, prepared)
 	if !streamed && !c.expired(ctx, runCtx) {
 		// The stream could not be followed to its end: poll the command,
 		// then take the missing tail from the logs endpoint.
-		streamed, err = c.poll(runCtx, tb, sessionID, dispatched.CmdID, relay)
+		streamed, err = c.poll(runCtx, tb, sessionID, dispatched.CmdID, relay, marks)
 		if err != nil && !c.expired(ctx, runCtx) {
 			relay.close()
 			if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
@@ -653,7 +654,7 @@ func (c *command) expired(ctx, runCtx context.Context) bool {
 // It reconnects once after a drop (the client drops the replayed prefix by
 // byte offset). A stream that goes silent is checked: if the command already
 // finished, the stream is abandoned rather than waited on forever.
-func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *logRelay, prepared *daytona.PreparedStream) bool {
+func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, marks [2]*markDropper, prepared *daytona.PreparedStream) bool {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	act := newActivity()
@@ -670,8 +671,10 @@ func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cm
 		})
 	}
 	_, err := tb.FollowSessionCommandLogs(fctx, sessionID, cmdID, daytona.FollowOptions{
-		Stdout: touch(relay.stream(0)), Stderr: touch(relay.stream(1)), MaxReconnects: 1, Prepared: prepared,
+		Stdout: touch(marks[0]), Stderr: touch(marks[1]), MaxReconnects: 1, Prepared: prepared,
 	})
+	marks[0].flush()
+	marks[1].flush()
 	if err != nil {
 		c.w.log.Debug().Str("sandbox", c.s.id()).Err(err).Msg("log stream ended early; falling back to polling")
 		return false
@@ -736,7 +739,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // poll waits for the command's exit code, then forwards the part of its
 // logs the stream had not delivered.
-func (c *command) poll(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *logRelay) (bool, error) {
+func (c *command) poll(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *logRelay, marks [2]*markDropper) (bool, error) {
 	interval := 50 * time.Millisecond
 	for {
 		cmd, err := tb.GetSessionCommand(ctx, sessionID, cmdID)
@@ -758,7 +761,7 @@ func (c *command) poll(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdI
 		return false, err
 	}
 	for i, full := range []string{logs.Stdout, logs.Stderr} {
-		tail, ok := relay.unstreamedTail(i, full)
+		tail, ok := relay.unstreamedTail(i, marks[i].trimDropped(full))
 		if !ok {
 			// The snapshot does not extend what was streamed: relaying a
 			// guess could repeat or garble output, so keep what came.

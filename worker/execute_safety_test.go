@@ -109,6 +109,32 @@ func TestExecuteTailAfterIllFormedOutputIsNotRepeated(t *testing.T) {
 	require.NoError(t, l.destroy(t.Context()))
 }
 
+// TestExecuteTailAfterADroppedMarkLinesUp: stdout begins with a byte-order
+// mark, which the stream drops as the plugin's does; both connections are
+// cut a few bytes into the output, so the rest comes from the logs
+// snapshot, which still has the mark. The tail is taken after the
+// streamed output once the snapshot's mark is set aside: nothing is
+// repeated and nothing is lost (without that, the snapshot did not continue
+// the streamed output and the result kept only what was streamed).
+func TestExecuteTailAfterADroppedMarkLinesUp(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulator.Options{})
+	w := safetyWorker(t, Timing{}, nil)
+	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL)
+	env.Server.AddFault(emulator.Fault{Path: `/logs$`, DropWebSocketAfterBytes: 12, Times: 2})
+
+	r := executeResult(t, l, `"command":"sh","args":["-c","printf '\\357\\273\\277first\\n'; sleep 0.3; printf 'second\\n'; printf '\\357\\273\\277err\\n' >&2"],"timeoutMs":20000`)
+	assert.False(t, r.TimedOut)
+	assert.Equal(t, 0, exitCodeOf(r))
+	assert.Equal(t, "first\nsecond\n", r.Stdout)
+	// Nothing of stderr was streamed: all of it comes from the snapshot,
+	// mark included, as in the plugin's result once it polls.
+	assert.Equal(t, "\ufefferr\n", r.Stderr)
+	assert.Empty(t, env.Server.Faults(), "both connections were cut")
+
+	require.NoError(t, l.destroy(t.Context()))
+}
+
 // TestExecuteKeepsFollowingTheSilentStreamOfARunningCommand: silence while
 // the command still runs is not a reason to leave the stream; the watchdog
 // asks, finds no exit code, and waits on. The command stays silent until

@@ -56,6 +56,7 @@ var families = map[string]func(*gen){
 	"params": paramsPlay,
 	"setup":  setupPlay,
 	"config": configPlay,
+	"output": outputPlay,
 }
 
 func writeScenarios(dir string, first, seeds int) error {
@@ -313,6 +314,72 @@ func configPlay(g *gen) {
 		g.req("environmentAcquireLease", with(baseParams(), "config", g.oddConfig(1+g.r.IntN(3), false)), nil)
 	}
 	g.step(obj{"sandboxes": true, "differs": obj{"create-timeout-cleanup": []string{"$"}}})
+}
+
+// outputBytes are what outputPlay's commands print: text, the bytes JSON
+// escapes, ill-formed UTF-8 (a lone continuation, a cut rune, an overlong
+// form, an encoded surrogate, bytes past U+10FFFF), runes of every length
+// and the byte-order mark. Not bytes 1 and 2: three in a row are the stream
+// markers Daytona's log stream frames output with, which a command printing
+// them confuses on both sides alike, differently from run to run.
+var outputBytes = [][]byte{
+	[]byte("a"), []byte("hello "), []byte("\n"), []byte("\r\n"), []byte("\t"), []byte("\""), []byte("\\"),
+	{0}, {3}, {0x1b, '[', '3', '1', 'm'}, {0x7f},
+	{0x80}, {0xc3}, {0xe2, 0x82}, {0xf0, 0x9f, 0x98}, {0xc0, 0x80}, {0xed, 0xa0, 0x80}, {0xf4, 0x90, 0x80, 0x80}, {0xff},
+	[]byte("\u00e9"), []byte("\u20ac"), []byte("\U0001f600"), []byte("\u2028"), []byte("\ufeff"),
+}
+
+// printfBytes is a printf format printing b exactly: octal escapes for
+// everything but letters and spaces.
+func printfBytes(b []byte) string {
+	var f strings.Builder
+	for _, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == ' ':
+			f.WriteByte(c)
+		default:
+			fmt.Fprintf(&f, "\\%03o", c)
+		}
+	}
+	return f.String()
+}
+
+// outputPlay: commands printing odd bytes on both streams, in pieces the
+// log stream may frame apart, ending in odd exit codes; now and then a
+// long run or a one-shot command (bypassSession). No timeouts: the
+// plugin waits a session command out past its timeout (row
+// session-command-timeout).
+func outputPlay(g *gen) {
+	g.req("environmentAcquireLease", with(baseParams(), "config", plainConfig()), obj{"capture": obj{"LEASE": "$.result.providerLeaseId"}})
+	for range 10 {
+		var script []string
+		for range 1 + g.r.IntN(6) {
+			switch g.r.IntN(8) {
+			case 0:
+				script = append(script, "sleep 0.0"+strconv.Itoa(1+g.r.IntN(5)))
+			case 1:
+				// A longer run, over one frame of the log stream.
+				script = append(script, fmt.Sprintf("head -c %d /dev/zero | tr '\\0' '%c'", 1+g.r.IntN(200000), 'a'+rune(g.r.IntN(26))))
+			default:
+				var piece []byte
+				for range 1 + g.r.IntN(6) {
+					piece = append(piece, outputBytes[g.r.IntN(len(outputBytes))]...)
+				}
+				redirect := ""
+				if g.r.IntN(3) == 0 {
+					redirect = " >&2"
+				}
+				script = append(script, "printf '"+printfBytes(piece)+"'"+redirect)
+			}
+		}
+		script = append(script, "exit "+strconv.Itoa([]int{0, 0, 1, 2, 3, 127, 128, 255}[g.r.IntN(8)]))
+		p := with(baseParams(), "lease", obj{"providerLeaseId": "${LEASE}"}, "command", "sh", "args", []any{"-c", strings.Join(script, "; ")})
+		if g.r.IntN(6) == 0 {
+			p["bypassSession"] = true
+		}
+		g.req("environmentExecute", p, nil)
+	}
+	g.req("environmentDestroyLease", with(baseParams(), "providerLeaseId", "${LEASE}"), nil)
 }
 
 // triageOutput prints the steps of a refcheck output where the two sides

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,4 +59,19 @@ refcheck: 1 scenarios: 0 identical, 0 documented, 1 different
 	assert.Contains(t, got, "random-params-1 line 9 (environmentRealizeWorkspace)")
 	assert.Contains(t, got, "create folder: empty path")
 	assert.Contains(t, got, "refrandom: 1 steps differ beyond invalid params")
+}
+
+// The output family's printf formats print exactly their bytes through the
+// shell the emulator runs commands with.
+func TestPrintfBytesPrintsExactlyTheBytes(t *testing.T) {
+	t.Parallel()
+	var all []byte
+	for _, b := range outputBytes {
+		all = append(all, b...)
+	}
+	for _, b := range append(outputBytes, all) {
+		out, err := exec.Command("sh", "-c", "printf '"+printfBytes(b)+"'").Output()
+		require.NoError(t, err)
+		assert.Equal(t, b, out, "%q", b)
+	}
 }
