@@ -57,6 +57,7 @@ var families = map[string]func(*gen){
 	"setup":  setupPlay,
 	"config": configPlay,
 	"output": outputPlay,
+	"shell":  shellPlay,
 }
 
 func writeScenarios(dir string, first, seeds int) error {
@@ -376,6 +377,64 @@ func outputPlay(g *gen) {
 		p := with(baseParams(), "lease", obj{"providerLeaseId": "${LEASE}"}, "command", "sh", "args", []any{"-c", strings.Join(script, "; ")})
 		if g.r.IntN(6) == 0 {
 			p["bypassSession"] = true
+		}
+		g.req("environmentExecute", p, nil)
+	}
+	g.req("environmentDestroyLease", with(baseParams(), "providerLeaseId", "${LEASE}"), nil)
+}
+
+// shellTexts are the values shellPlay quotes into a command's script:
+// what a shell would expand, split, glob or end a quote on, and text the
+// quoting must carry whole.
+var shellTexts = []string{"", " ", "x y", "'", "''", "\"", "$HOME", "${HOME:-x}", "$(echo hi)", "`echo hi`", "\\", "\\n",
+	"line\nbreak", "tab\there", "\r", "*", "?", "~", "~root", "-n", "--", "a;b", "a&&b", "a|b", "a>b", "#x", "!x", "%s",
+	"\u00e9t\u00e9", "\U0001f600", "\u2028", "\ufeff", "\u0001", "\u007f", "=", "a=b"}
+
+// shellKeys are the environment names shellPlay sets: valid ones, the
+// plugin's own git defaults (which the caller's override), and names its
+// check refuses.
+var shellKeys = []string{"A", "_x", "A1", "LANG", "GIT_TERMINAL_PROMPT", "GIT_ASKPASS", "1A", "A-B", "A B", "", "\u00e9", "a=b"}
+
+// shellPlay: commands whose argv, environment and folder carry texts the
+// plugin's shell quoting must keep whole, run in the session and one-shot;
+// what reaches the command is printed back.
+func shellPlay(g *gen) {
+	g.req("environmentAcquireLease", with(baseParams(), "config", plainConfig()), obj{"capture": obj{"LEASE": "$.result.providerLeaseId", "CWD": "$.result.metadata.remoteCwd"}})
+	text := func() string { return shellTexts[g.r.IntN(len(shellTexts))] }
+	for range 12 {
+		p := with(baseParams(), "lease", obj{"providerLeaseId": "${LEASE}"})
+		switch g.r.IntN(4) {
+		case 0: // argv, printed one per line between brackets
+			args := []any{"[%s]\\n"}
+			for range 1 + g.r.IntN(4) {
+				args = append(args, text())
+			}
+			p["command"], p["args"] = "printf", args
+		case 1: // the environment, printed back by name
+			env := obj{}
+			var names []any
+			for range 1 + g.r.IntN(3) {
+				k := shellKeys[g.r.IntN(len(shellKeys))]
+				env[k] = text()
+				names = append(names, k)
+			}
+			if g.r.IntN(4) == 0 {
+				env["B"] = g.odd() // a value that is no string is left out
+				names = append(names, "B")
+			}
+			p["command"], p["args"], p["env"] = "printenv", names, env
+		case 2: // the folder the command runs in
+			p["command"], p["args"] = "pwd", []any{}
+			p["cwd"] = []any{"${CWD}", "${CWD}/", "/tmp", "/", ".", "..", "~", "$HOME", "no such dir", "${CWD}/a b", " "}[g.r.IntN(11)]
+		default: // the command's own name
+			p["command"] = []string{"echo", " echo", "echo ", "/bin/echo", "./echo", "e'cho", "echo;id", "$(echo echo)", "ECHO"}[g.r.IntN(9)]
+			p["args"] = []any{text()}
+		}
+		if g.r.IntN(4) == 0 {
+			p["bypassSession"] = true
+		}
+		if g.r.IntN(5) == 0 {
+			p["stdin"] = text()
 		}
 		g.req("environmentExecute", p, nil)
 	}
