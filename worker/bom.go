@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"io"
 	"strings"
 )
@@ -34,10 +35,10 @@ func (d *markDropper) Write(p []byte) (int, error) {
 	n := len(p)
 	start := append(d.held, p...)
 	switch {
-	case strings.HasPrefix(string(start), byteOrderMark):
+	case bytes.HasPrefix(start, []byte(byteOrderMark)):
 		d.decided, d.dropped = true, true
 		start = start[len(byteOrderMark):]
-	case len(start) < len(byteOrderMark) && strings.HasPrefix(byteOrderMark, string(start)):
+	case len(start) < len(byteOrderMark) && bytes.HasPrefix([]byte(byteOrderMark), start):
 		d.held = start
 		return n, nil
 	default:

@@ -83,17 +83,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	b := &bench{
 		workers: workers,
-		floor:   []string{*floorBin},
 		seed:    maphash.MakeSeed(),
 		log:     stderr,
 
 		emulatorBin: *emulatorBin,
 	}
-	if *libFloorBin != "" {
-		b.libFloor = []string{*libFloorBin}
-	}
-	if *httpFloorBin != "" {
-		b.httpFloor = []string{*httpFloorBin}
+	for _, f := range []struct{ side, bin string }{{sideFloor, *floorBin}, {sideHTTPFloor, *httpFloorBin}, {sideLibFloor, *libFloorBin}} {
+		if f.bin != "" {
+			b.floors = append(b.floors, worker{side: f.side, argv: []string{f.bin}})
+		}
 	}
 	started := time.Now().UTC()
 	loadBefore := loadAverage()

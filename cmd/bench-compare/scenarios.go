@@ -29,16 +29,14 @@ type worker struct {
 // bench holds what every scenario needs.
 type bench struct {
 	workers []worker // the two workers, in the order runs alternate them
-	floor   []string // the trivial Go binary
-	// libFloor is the trivial Go binary linking the worker's imports; nil
-	// leaves it out.
-	libFloor []string
-	// httpFloor is the trivial Go binary linking net/http; nil leaves it
-	// out.
-	httpFloor []string
-	seed      maphash.Seed
-	t         table
-	log       io.Writer
+	// floors are the cold start's yardsticks, each a trivial Go binary
+	// that answers its first request and nothing else: the plain one
+	// first, then those given of the one linking net/http and the one
+	// linking the worker's imports.
+	floors []worker
+	seed   maphash.Seed
+	t      table
+	log    io.Writer
 	// emulatorBin is the daytona-emulator binary run for each scenario's
 	// fresh emulator; empty runs the emulator in this process.
 	emulatorBin string
@@ -245,19 +243,13 @@ func (b *bench) setUp(w worker, n int) (*emu, *host, []lease, error) {
 // ---- cold start ----
 
 // coldStart measures spawn → initialize reply, with the peak memory and the
-// CPU the process had used by then, for both workers and a trivial Go
-// binary (and the one linking the worker's imports, when given), in turn.
+// CPU the process had used by then, for both workers and the trivial Go
+// binaries (b.floors), in turn.
 func (b *bench) coldStart(runs int) error {
 	const scenario = "cold start"
-	sides := append(slices.Clone(b.workers), worker{side: sideFloor, argv: b.floor})
-	if b.httpFloor != nil {
-		sides = append(sides, worker{side: sideHTTPFloor, argv: b.httpFloor})
-	}
-	if b.libFloor != nil {
-		sides = append(sides, worker{side: sideLibFloor, argv: b.libFloor})
-	}
+	sides := slices.Concat(b.workers, b.floors)
 	for run := range runs {
-		for _, w := range sides {
+		for i, w := range sides {
 			start := time.Now()
 			h, err := startHost(w.argv, b.seed)
 			if err != nil {
@@ -271,8 +263,8 @@ func (b *bench) coldStart(runs int) error {
 			peak, _, _ := procMemory(h.pid)
 			cpu, _ := procCPU(h.pid)
 			faults, _ := procFaults(h.pid)
-			if w.side == sideFloor || w.side == sideHTTPFloor || w.side == sideLibFloor {
-				h.hangUp() // it answers nothing but its first request
+			if i >= len(b.workers) {
+				h.hangUp() // a floor answers nothing but its first request
 			} else {
 				h.stop()
 			}

@@ -235,10 +235,10 @@ func TestSameWorkerOnBothSidesIsIdentical(t *testing.T) {
 		if !assert.Equal(t, Identical, r.Verdict, "%s", b.String()) {
 			// A declared row can hide what differed: show the steps.
 			for i := range outs[0] {
-				a, _ := json.Marshal(outs[0][i])
-				b, _ := json.Marshal(outs[1][i])
-				if string(a) != string(b) {
-					t.Logf("%s: step %d differs:\n%s\n%s", name, i, a, b)
+				ref, _ := json.Marshal(outs[0][i])
+				ours, _ := json.Marshal(outs[1][i])
+				if string(ref) != string(ours) {
+					t.Logf("%s: step %d differs:\n%s\n%s", name, i, ref, ours)
 				}
 			}
 		}

@@ -149,6 +149,12 @@ func (g *gen) req(method string, params obj, extra obj) {
 	g.step(st)
 }
 
+// acquire asks for a lease of the plain config, capturing from its result
+// what capture names (LEASE, the lease id, at least).
+func (g *gen) acquire(capture obj) {
+	g.req("environmentAcquireLease", with(baseParams(), "config", plainConfig()), obj{"capture": capture})
+}
+
 func baseParams() obj {
 	return obj{"driverKey": "daytona", "companyId": "c-1", "environmentId": "env-1", "runId": "run-1", "config": "${CFG}"}
 }
@@ -188,7 +194,7 @@ func paramsPlay(g *gen) {
 	for range 2 {
 		g.req("environmentProbe", with(baseParams(), "config", g.oddConfig(1+g.r.IntN(3), false)), nil)
 	}
-	g.req("environmentAcquireLease", with(baseParams(), "config", plainConfig()), obj{"capture": obj{"LEASE": "$.result.providerLeaseId"}})
+	g.acquire(obj{"LEASE": "$.result.providerLeaseId"})
 	for range 4 {
 		p := with(baseParams(), "config", g.oddConfig(1+g.r.IntN(3), false))
 		if g.r.IntN(5) < 2 {
@@ -264,7 +270,7 @@ func paramsPlay(g *gen) {
 // setupPlay: runner ingress, an interactive setup, its polls, captures
 // and cancels, and template deletes, with odd members.
 func setupPlay(g *gen) {
-	g.req("environmentAcquireLease", with(baseParams(), "config", plainConfig()), obj{"capture": obj{"LEASE": "$.result.providerLeaseId"}})
+	g.acquire(obj{"LEASE": "$.result.providerLeaseId"})
 	for range 6 {
 		p := with(baseParams(), "lease", obj{"providerLeaseId": "${LEASE}"}, "port", 43127, "path", "/api/runner/v1/connect/tok")
 		for _, k := range g.pick([]string{"port", "path", "lease", "workerSessionId", "connectionExpiresInMinutes"}, 1+g.r.IntN(2)) {
@@ -351,7 +357,7 @@ func printfBytes(b []byte) string {
 // plugin waits a session command out past its timeout (row
 // session-command-timeout).
 func outputPlay(g *gen) {
-	g.req("environmentAcquireLease", with(baseParams(), "config", plainConfig()), obj{"capture": obj{"LEASE": "$.result.providerLeaseId"}})
+	g.acquire(obj{"LEASE": "$.result.providerLeaseId"})
 	for range 10 {
 		var script []string
 		for range 1 + g.r.IntN(6) {
@@ -399,7 +405,7 @@ var shellKeys = []string{"A", "_x", "A1", "LANG", "GIT_TERMINAL_PROMPT", "GIT_AS
 // plugin's shell quoting must keep whole, run in the session and one-shot;
 // what reaches the command is printed back.
 func shellPlay(g *gen) {
-	g.req("environmentAcquireLease", with(baseParams(), "config", plainConfig()), obj{"capture": obj{"LEASE": "$.result.providerLeaseId", "CWD": "$.result.metadata.remoteCwd"}})
+	g.acquire(obj{"LEASE": "$.result.providerLeaseId", "CWD": "$.result.metadata.remoteCwd"})
 	text := func() string { return shellTexts[g.r.IntN(len(shellTexts))] }
 	for range 12 {
 		p := with(baseParams(), "lease", obj{"providerLeaseId": "${LEASE}"})
