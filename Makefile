@@ -1,4 +1,4 @@
-# daytona-worker — see README.md.
+# daytona-worker — see README.md and docs/.
 GO        ?= go
 BIN       := bin
 WORKER    := $(BIN)/daytona-worker
@@ -32,7 +32,7 @@ test:
 	@# builds replace: the end-to-end suite runs once more on such a binary.
 	$(GO) test -count=1 -timeout 30m ./cmd/daytona-worker/ ./internal/rawio/
 
-## bench: speed and memory measurements (numbers are kept in README.md)
+## bench: speed and memory measurements (numbers are kept in docs/benchmarks.md)
 bench:
 	$(GO) test -run '^$$' -bench 'ColdStart|IdleRSS$$|HealthLatency' -benchtime 200x ./cmd/daytona-worker/
 	$(GO) test -run '^$$' -bench 'IdleRSSAfterBurst' -benchtime 1x ./cmd/daytona-worker/
@@ -49,7 +49,7 @@ bench:
 	$(GO) test -run '^$$' -bench EntryColdStart -benchtime 30x ./cmd/mkpackage/
 
 ## bench-compare: daytona-worker and the Node plugin side by side, alternating runs against
-##                fresh emulators; prints the table README.md shows (npm on the first run; takes a
+##                fresh emulators; prints the table docs/benchmarks.md shows (npm on the first run; takes a
 ##                while: BENCH_COMPARE_FLAGS=-runs 1 for a quick look, -help for the rest)
 BENCH_COMPARE_FLAGS ?=
 bench-compare: build

@@ -2,7 +2,7 @@
 // replaces, side by side on one machine: the two workers are run in turn,
 // each against a fresh local Daytona emulator, and every figure is printed
 // as min / median / max over the runs with the ratio of the two, as a
-// Markdown table (the one README.md shows).
+// Markdown table (the one docs/benchmarks.md shows).
 //
 // It measures a cold start (spawn → initialize reply, with a trivial Go
 // binary for the floor), commands one at a time (latency and the worker's

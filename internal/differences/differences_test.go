@@ -1,7 +1,6 @@
 package differences
 
 import (
-	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -12,31 +11,28 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var update = flag.Bool("update", false, "rewrite README.md's table from differences.txt")
+var update = flag.Bool("update", false, "rewrite docs/differences.md from differences.txt")
 
 const (
-	listFile   = "../../differences.txt"
-	readmeFile = "../../README.md"
+	listFile     = "../../differences.txt"
+	documentFile = "../../docs/differences.md"
 )
 
-// TestReadmeTableMatchesList keeps README.md's "differs on purpose" table
-// generated from differences.txt: a row added to one and not the other fails
-// here, and -update rewrites the README from the list.
-func TestReadmeTableMatchesList(t *testing.T) {
+// TestDocumentMatchesList keeps docs/differences.md generated from
+// differences.txt: a row changed in one and not the other fails here, and
+// -update (what go generate runs) rewrites the document from the list.
+func TestDocumentMatchesList(t *testing.T) {
 	l, err := Load(listFile)
 	require.NoError(t, err)
-	readme, err := os.ReadFile(readmeFile)
-	require.NoError(t, err)
-	want, err := ReplaceTable(readme, l.Table())
-	require.NoError(t, err)
+	want := l.Document()
 	if *update {
-		if !bytes.Equal(want, readme) {
-			require.NoError(t, os.WriteFile(readmeFile, want, 0o644))
-		}
+		require.NoError(t, os.WriteFile(documentFile, []byte(want), 0o644))
 		return
 	}
-	if !bytes.Equal(want, readme) {
-		t.Fatalf("README.md's differences table is not the one differences.txt generates; edit differences.txt, then run `go test ./internal/differences -update`.\n--- generated:\n%s", l.Table())
+	got, err := os.ReadFile(documentFile)
+	require.NoError(t, err)
+	if string(got) != want {
+		t.Fatalf("docs/differences.md is not what differences.txt generates; edit differences.txt, then run `go generate ./internal/differences`")
 	}
 }
 
@@ -65,8 +61,11 @@ ours: o
 	assert.Equal(t, "o", r.Ours)
 	_, ok = l.ByID("fourth")
 	assert.False(t, ok)
-	assert.Equal(t, "| situation | Node worker | this worker |\n|---|---|---|\n"+
-		"| a host does x | the reference does y | we do z \\| w |\n| s | n | o |\n| s | n | o |\n", l.Table())
+	assert.Equal(t, "| id | situation | Node worker | this worker |\n|---|---|---|---|\n"+
+		"| `first-row` | a host does x | the reference does y | we do z \\| w |\n"+
+		"| `second` | s | n | o |\n| `third-without-a-blank-line` | s | n | o |\n", l.Table())
+	assert.True(t, strings.HasSuffix(l.Document(), l.Table()))
+	assert.True(t, strings.HasPrefix(l.Document(), "# "))
 }
 
 func TestParseRejects(t *testing.T) {
@@ -86,15 +85,6 @@ func TestParseRejects(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-}
-
-func TestReplaceTable(t *testing.T) {
-	readme := []byte("intro\n" + BeginMarker + "\nold table\n" + EndMarker + "\nafter\n")
-	got, err := ReplaceTable(readme, "| new |\n")
-	require.NoError(t, err)
-	assert.Equal(t, "intro\n"+BeginMarker+"\n| new |\n"+EndMarker+"\nafter\n", string(got))
-	_, err = ReplaceTable([]byte("no markers"), "x")
-	assert.ErrorIs(t, err, ErrNoMarkers)
 }
 
 // TestListFileLoads makes a syntax error in differences.txt name its line.

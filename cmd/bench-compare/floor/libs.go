@@ -4,7 +4,7 @@
 // imports, and nothing of the worker's own: given to bench-compare as
 // -lib-floor, it measures how much of the worker's cold start is the linked
 // packages' initialisers, which Go runs before main whatever the worker does
-// (README, "Why the cold start stays above 1.5×").
+// (docs/benchmarks.md, "Why the cold start stays above 1.5×").
 
 package main
 
