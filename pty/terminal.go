@@ -10,7 +10,7 @@ import (
 )
 
 // Terminal size of every PTY the package opens, as the reference plugin
-// uses: the login CLIs print a short prompt, and a duplex channel is no UI.
+// uses: the login CLIs print a short prompt, and a duplex channel is not a UI.
 const (
 	Cols = 120
 	Rows = 30

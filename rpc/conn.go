@@ -290,9 +290,8 @@ func (c *Conn) dispatch(m *message) {
 // as long as no more than maxWaitingServers goroutines wait already.
 //
 // A goroutine that has served a request keeps the stack the request needed
-// (the Daytona client's calls go deep); a fresh goroutine per request grew
-// its stack anew every time, copying it several times over: 4% of an
-// execute's CPU, measured with perf.
+// (the Daytona client's calls go deep); a fresh goroutine per request would
+// grow its stack anew every time, copying it several times over.
 func (c *Conn) serve(req *Request) {
 	for {
 		c.serveOne(req)

@@ -34,8 +34,8 @@ type fakeHost struct {
 	served chan error
 }
 
-// lineWait only tells a hung worker from a slow one: a 4 MiB line echoed
-// under -race while the whole suite runs on two busy cores took past 10 s.
+// lineWait only tells a hung worker from a slow one: a large line echoed
+// under -race while the whole suite runs on busy cores can take a while.
 const lineWait = 60 * time.Second
 
 func startConn(t *testing.T, h Handler, opts Options) *fakeHost {

@@ -30,11 +30,10 @@
 //     answered as -32002; shutdown stops admission (but for the requests a
 //     ShutdownAnswerer names, such as terminal closes the host must see
 //     acknowledged), waits (bounded) for in-flight handlers, then replies.
-//     A handler that
-//     implements Serializer has the requests it keys alike (the writes to one
-//     terminal) run one at a time in arrival order; AfterReply runs work once
-//     a reply is on the wire (a terminal's output, which must follow the
-//     reply that names it).
+//     A handler that implements Serializer has the requests it keys alike
+//     (the writes to one terminal) run one at a time in arrival order;
+//     AfterReply runs work once a reply is on the wire (a terminal's output,
+//     which must follow the reply that names it).
 //   - Invocations: the request's paperclipInvocation travels in the handler's
 //     context, and every notification or call made with that context carries
 //     "paperclipInvocationId".

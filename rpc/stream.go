@@ -20,7 +20,7 @@ import (
 //
 // Requests bypass the library: it would only decode a re-encoded copy of
 // each one (its id and method) to hand it back to deliver on this same
-// goroutine, and that decoding took a third of the reading of an execute.
+// goroutine, which is work for nothing.
 type stream struct {
 	lines   *lineReader
 	closer  io.Closer // the input, when it can be closed

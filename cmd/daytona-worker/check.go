@@ -45,7 +45,8 @@ Flags:
 The API key is read from DAYTONA_API_KEY only, and never printed.
 `
 
-// checkTimeouts bound the steps that do not depend on --timeout.
+// The bounds of the steps that do not depend on --timeout, and the id the
+// check gives itself as the host's instance, company and environment.
 const (
 	checkPreflightTimeout = 30 * time.Second
 	checkRemovalWait      = 15 * time.Second

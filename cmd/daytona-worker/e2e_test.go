@@ -52,7 +52,7 @@ func (s *session) send(line string) {
 }
 
 // recv reads the next message. The bound only stops a hung worker: a 50 MB
-// line under -race on a heavily loaded machine took over 3 minutes.
+// line under -race on a heavily loaded machine can take minutes.
 func (s *session) recv() map[string]any {
 	s.t.Helper()
 	select {

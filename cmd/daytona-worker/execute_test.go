@@ -167,7 +167,7 @@ type hostOptions struct {
 	env         []string
 	args        []string // worker flags
 	// meterLines measures every line the worker writes in UTF-16 units,
-	// as the host's line limit counts (host.maxLineUnits).
+	// as the host's line limit (MAX_WORKER_MESSAGE_CHARS) counts them.
 	meterLines bool
 }
 

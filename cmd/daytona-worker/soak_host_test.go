@@ -399,7 +399,7 @@ func (h *soakHost) call(method string, params any, inv string, onReply func(soak
 	return c, h.write(append(line, '\n'))
 }
 
-// sendRaw writes a line that is no request; replies says how many replies
+// sendRaw writes a line that is not a request; replies says how many replies
 // with id null it must get.
 func (h *soakHost) sendRaw(line string, replies int) error {
 	h.mu.Lock()

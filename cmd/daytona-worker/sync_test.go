@@ -691,7 +691,7 @@ func TestSyncOutGuardRefusals(t *testing.T) {
 	// §13.5.20: a link out of the workspace.
 	check("escape", r.rpath("out/link.txt"), "Daytona outbound symlink-escape guard command failed (exit 42): ESCAPE", nil)
 	// A source that does not exist resolves (realpath lets the last
-	// component be missing) but is no regular file.
+	// component be missing) but is not a regular file.
 	check("missing", r.rpath("out/none.txt"), "Daytona outbound symlink-escape guard command failed (exit 45): NOTREG", nil)
 	// Nor does one below a missing folder.
 	check("missing-dir", r.rpath("out/none/x.txt"), "Daytona outbound symlink-escape guard command failed (exit 42): realpath: "+r.rpath("out/none/x.txt")+": No such file or directory\nESCAPE", nil)
@@ -1091,7 +1091,7 @@ func TestSyncOutDownloadRefused(t *testing.T) {
 	r.done()
 }
 
-// A file source that is no regular file is read as the plugin's upload
+// A file source that is not a regular file is read as the plugin's upload
 // reads it: /dev/null gives an empty file, a socket fails to open (ENXIO);
 // a FIFO, which would block the upload, is refused (row sync-in-fifo-source).
 func TestSyncInSpecialFileSources(t *testing.T) {

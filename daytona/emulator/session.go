@@ -118,7 +118,7 @@ func (c *sessCmd) label(r io.Reader, marker []byte) {
 	midLine := false
 	// The lines already read are labelled and written together: one
 	// write per line made a command printing short lines spend nearly all
-	// its time in the emulator's system calls (2 µs a line).
+	// its time in the emulator's system calls.
 	var batch []byte
 	for {
 		chunk, err := br.ReadSlice('\n')

@@ -44,7 +44,7 @@
 //	                      itself), sorted, with its type, octal mode, and a
 //	                      file's size and sha256 or a link's target (no
 //	                      times, no owners); {"files": null, "error": …}
-//	                      when it is missing or no folder
+//	                      when it is missing or not a folder
 //	{"close_stdin": true} close the workers' stdin; the output is what they
 //	                      write until they exit, then {"exit": code}
 //	{"sleep_ms": N}       pause

@@ -23,7 +23,7 @@ var (
 	// session and 8 random hex digits, which a shell error names (a `cd`
 	// that fails in a session command).
 	sessionDirPattern = regexp.MustCompile(`(/daemon/sessions/[^/\s]*-)[0-9a-f]{8}/`)
-	// A port in a loopback URL that is no side's emulator (a closed port the
+	// A port in a loopback URL that is neither side's emulator (a closed port the
 	// scenario chose) stays; the emulators' are replaced by name first.
 )
 

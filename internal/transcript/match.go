@@ -22,8 +22,8 @@ func StringVar(s string) json.RawMessage {
 }
 
 // The patterns compile on first use: the worker links this package for
-// --record alone, and compiling them at every start cost each worker start
-// about 80 KB of allocations and a few milliseconds.
+// --record alone, and every worker start would otherwise pay for compiling
+// them.
 var (
 	varRef      = lazyRegexp(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 	wholeVarRef = lazyRegexp(`"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"`)
