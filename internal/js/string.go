@@ -1,0 +1,70 @@
+package js
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+)
+
+// String is JavaScript's String(v) of a decoded value: an array joins its
+// elements with commas (null as ""), an object is "[object Object]".
+func String(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case json.Number:
+		return NumberJSON(Number(v))
+	case float64:
+		return NumberJSON(v)
+	case bool:
+		return strconv.FormatBool(v)
+	case []any:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = String(x)
+		}
+		return strings.Join(parts, ",")
+	}
+	return "[object Object]"
+}
+
+// TemplateString is `${v}` of a decoded value: String(v), except that null
+// is "null".
+func TemplateString(v any) string {
+	if v == nil {
+		return "null"
+	}
+	return String(v)
+}
+
+// TemplateJSON is TemplateString of one JSON value, where absent (empty)
+// is undefined; "" when raw is not JSON.
+func TemplateJSON(raw []byte) string {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return "undefined"
+	}
+	v, ok := Decode(raw)
+	if !ok {
+		return ""
+	}
+	return TemplateString(v)
+}
+
+// Length is s.length: the UTF-16 code units of s.
+func Length(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+// ToLower is String.prototype.toLowerCase where it differs from Go's simple
+// case mapping: İ (U+0130) lowers to "i̇", two code points.
+func ToLower(s string) string {
+	return strings.ToLower(strings.ReplaceAll(s, "\u0130", "i\u0307"))
+}
