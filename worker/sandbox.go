@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -34,7 +35,7 @@ func (w *Worker) resolveAPIKey(cfg DriverConfig) (string, error) {
 	if cfg.APIKey != nil {
 		return *cfg.APIKey, nil
 	}
-	if k := strings.TrimFunc(w.env("DAYTONA_API_KEY"), isJSWhitespace); k != "" {
+	if k := js.Trim(w.env("DAYTONA_API_KEY")); k != "" {
 		return k, nil
 	}
 	return "", errors.New(msgAPIKeyRequired)
@@ -131,7 +132,7 @@ type livenessError struct {
 
 func (e *livenessError) Error() string {
 	return fmt.Sprintf("Daytona sandbox liveness call %q timed out: no response within %s ms; the sandbox connection is unresponsive.",
-		e.operation, jsNumberString(e.timeoutMs))
+		e.operation, js.FormatNumber(e.timeoutMs))
 }
 
 func (e *livenessError) Is(target error) bool { return target == context.DeadlineExceeded }
@@ -139,7 +140,7 @@ func (e *livenessError) Is(target error) bool { return target == context.Deadlin
 // withLiveness bounds one provider call by ms (0 or less: unbounded). Unlike
 // the Node plugin, the abandoned call is cancelled, not left pending.
 func withLiveness[T any](ctx context.Context, operation string, ms float64, call func(context.Context) (T, error)) (T, error) {
-	if ms <= 0 || !isFinite(ms) {
+	if ms <= 0 || !js.IsFinite(ms) {
 		return call(ctx)
 	}
 	cctx, cancel := context.WithTimeout(ctx, daytona.MillisecondsDuration(ms))
