@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
@@ -335,7 +334,7 @@ func (w *Worker) configureExpiry(ctx context.Context, client *daytona.Client, sb
 	}
 	// The provider's own destroy time is the evidence the host wants; pass it
 	// through as Daytona wrote it, but only if it is a valid time.
-	at := strings.TrimSpace(fresh.AutoDestroyAt)
+	at := js.Trim(fresh.AutoDestroyAt)
 	if _, ok := fresh.AutoDestroyTime(); !ok {
 		at = ""
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"strings"
 	"sync"
 	"time"
 
@@ -337,13 +336,13 @@ func resolveWorkingDirectory(ctx context.Context, tb *daytona.Toolbox) (string, 
 	if err != nil {
 		return "", err
 	}
-	root = strings.TrimSpace(root)
+	root = js.Trim(root)
 	if root == "" {
 		home, err := tb.UserHomeDir(ctx)
 		if err != nil {
 			return "", err
 		}
-		root = strings.TrimSpace(home)
+		root = js.Trim(home)
 	}
 	if root == "" {
 		root = "/home/daytona"
@@ -361,7 +360,7 @@ const detectShellScript = "if command -v bash >/dev/null 2>&1; then printf bash;
 // sandbox has it, sh otherwise (also when the probe itself fails).
 func detectShell(ctx context.Context, tb *daytona.Toolbox, timeoutSecs float64) string {
 	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: detectShellScript, TimeoutSeconds: timeoutSecs})
-	if err == nil && strings.TrimSpace(res.Result) == "bash" {
+	if err == nil && js.Trim(res.Result) == "bash" {
 		return "bash"
 	}
 	return "sh"
