@@ -17,9 +17,9 @@ func String(v any) string {
 	case string:
 		return v
 	case json.Number:
-		return NumberJSON(Number(v))
+		return FormatNumber(Number(v))
 	case float64:
-		return NumberJSON(v)
+		return FormatNumber(v)
 	case bool:
 		return strconv.FormatBool(v)
 	case []any:

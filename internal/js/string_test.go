@@ -19,6 +19,8 @@ func TestStringAndTemplateString(t *testing.T) {
 		{`1e21`, `1e+21`, `1e+21`},
 		{`1.50`, `1.5`, `1.5`},
 		{`-0`, `0`, `0`},
+		{`1e400`, `Infinity`, `Infinity`},
+		{`[-1e400,1e-400]`, `-Infinity,0`, `-Infinity,0`},
 		{`"s"`, `s`, `s`},
 		{`null`, ``, `null`},
 	} {
