@@ -57,7 +57,7 @@ func newCompanyID(raw json.RawMessage) *companyID {
 	if !ok {
 		return nil
 	}
-	c := &companyID{kind: kind, text: js.TemplateString(v)}
+	c := &companyID{kind: kind, text: js.String(v)}
 	switch kind {
 	case "number":
 		c.key = js.FormatNumber(js.Number(v))

@@ -50,7 +50,7 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 	}
 	// The plugin tests and appends `${params.path}`: an array reads as its
 	// entries joined with commas.
-	path := js.TemplateJSON(p.Path)
+	path := js.StringJSON(p.Path)
 	if !runnerIngressPath().MatchString(path) {
 		return nil, errors.New(msgIngressPath)
 	}

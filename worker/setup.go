@@ -221,7 +221,7 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 		switch k := obj["sourceTemplateKind"]; jsonKindOf(k) {
 		case "", "null", "string":
 		default:
-			text := js.TemplateJSON(k)
+			text := js.StringJSON(k)
 			badKind = &text
 			delete(obj, "sourceTemplateKind")
 		}

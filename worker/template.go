@@ -94,7 +94,7 @@ func (w *Worker) captureTemplate(ctx context.Context, raw json.RawMessage) (any,
 	var labelErr error
 	var idValue any
 	err := decodeDriverParams(protocol.MethodEnvironmentCaptureTemplate, raw, &p, func(obj map[string]json.RawMessage) error {
-		envText = js.TemplateJSON(obj["environmentId"])
+		envText = js.StringJSON(obj["environmentId"])
 		keyOnlyBase(obj)
 		idValue = leaseIDMember(obj, "providerLeaseId")
 		switch jsonKindOf(obj["templateLabel"]) {
@@ -384,7 +384,7 @@ func (w *Worker) deleteTemplate(ctx context.Context, raw json.RawMessage) (any, 
 		switch k := obj["templateKind"]; jsonKindOf(k) {
 		case "", "null", "string":
 		default:
-			text := js.TemplateJSON(k)
+			text := js.StringJSON(k)
 			badKind = &text
 			delete(obj, "templateKind")
 		}

@@ -34,13 +34,9 @@ func Number(v any) float64 {
 	case string:
 		return StringToNumber(v)
 	case []any:
-		// Number([]) is 0, Number([x]) is Number(String(x)), longer arrays NaN.
-		switch len(v) {
-		case 0:
-			return 0
-		case 1:
-			return StringToNumber(String(v[0]))
-		}
+		// ToPrimitive of an array is its String(): "" for [] and [null],
+		// the element's for [x], a comma (never a number) for more.
+		return StringToNumber(String(v))
 	}
 	return math.NaN()
 }

@@ -30,13 +30,13 @@ func TestNumberCoercesAsNumber(t *testing.T) {
 	}{
 		{`12`, 12}, {`"12"`, 12}, {`" 12 "`, 12}, {`""`, 0}, {`"  "`, 0}, {`true`, 1}, {`false`, 0},
 		{`"0x10"`, 16}, {`"1e3"`, 1000}, {`".5"`, 0.5}, {`"5."`, 5}, {`"-7.5"`, -7.5}, {`[]`, 0}, {`[42]`, 42},
-		{`["8"]`, 8}, {`[[" 9 "]]`, 9}, {`null`, 0}, {`"Infinity"`, math.Inf(1)}, {`"-Infinity"`, math.Inf(-1)},
+		{`["8"]`, 8}, {`[[" 9 "]]`, 9}, {`[null]`, 0}, {`[1e400]`, math.Inf(1)}, {`[[]]`, 0}, {`null`, 0}, {`"Infinity"`, math.Inf(1)}, {`"-Infinity"`, math.Inf(-1)},
 		{`"+Infinity"`, math.Inf(1)}, {`"\u00a01\ufeff"`, 1}, {`1e400`, math.Inf(1)}, {`-1e400`, math.Inf(-1)},
 		{`1e-400`, 0}, {`"1e400"`, math.Inf(1)}, {`"-1e400"`, math.Inf(-1)},
 	} {
 		assert.Equal(t, tt.want, Number(decoded(t, tt.in)), tt.in)
 	}
-	for _, nan := range []string{`"12px"`, `{}`, `[1,2]`, `"0x"`, `"1e"`, `"."`, `"-0x10"`, `"1_000"`, `"infinity"`, `"e5"`, `"1e+"`} {
+	for _, nan := range []string{`"12px"`, `{}`, `[1,2]`, `"0x"`, `"1e"`, `"."`, `"-0x10"`, `"1_000"`, `"infinity"`, `"e5"`, `"1e+"`, `[true]`, `[[1,2]]`} {
 		assert.True(t, math.IsNaN(Number(decoded(t, nan))), nan)
 	}
 	assert.Equal(t, 2.5, Number(2.5))

@@ -8,12 +8,13 @@ import (
 	"unicode/utf16"
 )
 
-// String is JavaScript's String(v) of a decoded value: an array joins its
-// elements with commas (null as ""), an object is "[object Object]".
+// String is JavaScript's String(v) of a decoded value, which is also what a
+// template literal writes for it: an array joins its elements with commas
+// (null as ""), an object is "[object Object]".
 func String(v any) string {
 	switch v := v.(type) {
 	case nil:
-		return ""
+		return "null"
 	case string:
 		return v
 	case json.Number:
@@ -25,25 +26,18 @@ func String(v any) string {
 	case []any:
 		parts := make([]string, len(v))
 		for i, x := range v {
-			parts[i] = String(x)
+			if x != nil {
+				parts[i] = String(x)
+			}
 		}
 		return strings.Join(parts, ",")
 	}
 	return "[object Object]"
 }
 
-// TemplateString is `${v}` of a decoded value: String(v), except that null
-// is "null".
-func TemplateString(v any) string {
-	if v == nil {
-		return "null"
-	}
-	return String(v)
-}
-
-// TemplateJSON is TemplateString of one JSON value, where absent (empty)
-// is undefined; "" when raw is not JSON.
-func TemplateJSON(raw []byte) string {
+// StringJSON is String of one JSON value, where absent (empty) is
+// undefined; "" when raw is not JSON.
+func StringJSON(raw []byte) string {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return "undefined"
 	}
@@ -51,7 +45,7 @@ func TemplateJSON(raw []byte) string {
 	if !ok {
 		return ""
 	}
-	return TemplateString(v)
+	return String(v)
 }
 
 // Length is s.length: the UTF-16 code units of s.

@@ -6,32 +6,30 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestStringAndTemplateString(t *testing.T) {
+func TestString(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct{ text, str, template string }{
-		{`[]`, ``, ``},
-		{`[null]`, ``, ``},
-		{`[1,[2,null],"x"]`, `1,2,,x`, `1,2,,x`},
-		{`{}`, `[object Object]`, `[object Object]`},
-		{`[{}]`, `[object Object]`, `[object Object]`},
-		{`true`, `true`, `true`},
-		{`false`, `false`, `false`},
-		{`1e21`, `1e+21`, `1e+21`},
-		{`1.50`, `1.5`, `1.5`},
-		{`-0`, `0`, `0`},
-		{`1e400`, `Infinity`, `Infinity`},
-		{`[-1e400,1e-400]`, `-Infinity,0`, `-Infinity,0`},
-		{`"s"`, `s`, `s`},
-		{`null`, ``, `null`},
+	for _, tt := range []struct{ text, str string }{
+		{`[]`, ``},
+		{`[null]`, ``},
+		{`[1,[2,null],"x"]`, `1,2,,x`},
+		{`{}`, `[object Object]`},
+		{`[{}]`, `[object Object]`},
+		{`true`, `true`},
+		{`false`, `false`},
+		{`1e21`, `1e+21`},
+		{`1.50`, `1.5`},
+		{`-0`, `0`},
+		{`1e400`, `Infinity`},
+		{`[-1e400,1e-400]`, `-Infinity,0`},
+		{`"s"`, `s`},
+		{`null`, `null`},
 	} {
-		v := decoded(t, tt.text)
-		assert.Equal(t, tt.str, String(v), "String(%s)", tt.text)
-		assert.Equal(t, tt.template, TemplateString(v), "`${%s}`", tt.text)
-		assert.Equal(t, tt.template, TemplateJSON([]byte(tt.text)), "`${%s}`", tt.text)
+		assert.Equal(t, tt.str, String(decoded(t, tt.text)), "String(%s)", tt.text)
+		assert.Equal(t, tt.str, StringJSON([]byte(tt.text)), "String(%s)", tt.text)
 	}
-	assert.Equal(t, "undefined", TemplateJSON(nil))
-	assert.Equal(t, "undefined", TemplateJSON([]byte(" ")))
-	assert.Equal(t, "", TemplateJSON([]byte("{")))
+	assert.Equal(t, "undefined", StringJSON(nil))
+	assert.Equal(t, "undefined", StringJSON([]byte(" ")))
+	assert.Equal(t, "", StringJSON([]byte("{")))
 	assert.Equal(t, "2.5", String(2.5))
 }
 
