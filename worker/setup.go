@@ -131,7 +131,7 @@ func (w *Worker) createSSHConnection(ctx context.Context, client *daytona.Client
 	if err != nil {
 		return sshConnection{}, err
 	}
-	trim := func(s string) string { return js.Trim(s) }
+	trim := js.Trim
 	var token *string
 	if t := trim(access.Token); t != "" {
 		token = &t

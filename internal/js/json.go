@@ -24,14 +24,13 @@ func NewObject() *Object { return &Object{vals: map[string]any{}} }
 // Set sets member k to v.
 func (o *Object) Set(k string, v any) {
 	if _, seen := o.vals[k]; !seen {
-		if n, ok := arrayIndex(k); ok {
-			// After the indices below n, before every other name.
-			i, _ := slices.BinarySearchFunc(o.keys, n, func(key string, n uint64) int {
-				m, isIndex := arrayIndex(key)
-				if !isIndex || m > n {
+		if IsArrayIndex(k) {
+			// After the indices below k, before every other name.
+			i, _ := slices.BinarySearchFunc(o.keys, k, func(key, k string) int {
+				if !IsArrayIndex(key) {
 					return 1
 				}
-				return -1
+				return compareIndices(key, k)
 			})
 			o.keys = slices.Insert(o.keys, i, k)
 		} else {
@@ -54,21 +53,25 @@ func (o *Object) Keys() []string { return o.keys }
 // IsArrayIndex reports whether k is an array index: a canonical integer
 // ("0", "17"; not "01") below 2^32-1, the names an object lists first.
 func IsArrayIndex(k string) bool {
-	_, ok := arrayIndex(k)
-	return ok
-}
-
-func arrayIndex(k string) (uint64, bool) {
 	if k == "" || len(k) > 10 || (len(k) > 1 && k[0] == '0') {
-		return 0, false
+		return false
 	}
 	for i := 0; i < len(k); i++ {
 		if k[i] < '0' || k[i] > '9' {
-			return 0, false
+			return false
 		}
 	}
 	n, err := strconv.ParseUint(k, 10, 64)
-	return n, err == nil && n < 1<<32-1
+	return err == nil && n < 1<<32-1
+}
+
+// compareIndices orders two array indices by their value: canonical
+// integers compare by length first.
+func compareIndices(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
 }
 
 // Decode is JSON.parse of one JSON value at the start of raw (what follows
@@ -99,18 +102,31 @@ func decodeValue(dec *json.Decoder) (any, error) {
 		_, err := dec.Token()
 		return list, err
 	case json.Delim('{'):
+		// The indices are sorted once at the end: inserting each in place
+		// would cost quadratic time for an object listing them backwards.
 		obj := NewObject()
+		var indices []string
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
 				return nil, err
 			}
+			k := kt.(string)
 			v, err := decodeValue(dec)
 			if err != nil {
 				return nil, err
 			}
-			obj.Set(kt.(string), v)
+			if _, seen := obj.vals[k]; !seen {
+				if IsArrayIndex(k) {
+					indices = append(indices, k)
+				} else {
+					obj.keys = append(obj.keys, k)
+				}
+			}
+			obj.vals[k] = v
 		}
+		slices.SortFunc(indices, compareIndices)
+		obj.keys = append(indices, obj.keys...)
 		_, err := dec.Token()
 		return obj, err
 	}

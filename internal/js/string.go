@@ -57,8 +57,10 @@ func Length(s string) int {
 	return n
 }
 
-// ToLower is String.prototype.toLowerCase where it differs from Go's simple
-// case mapping: İ (U+0130) lowers to "i̇", two code points.
+// ToLower is String.prototype.toLowerCase as far as ASCII can tell: of the
+// ways it differs from strings.ToLower, the one whose result can reach ASCII
+// is U+0130, which lowers to "i" and a combining dot, not to a bare "i". The
+// others (a final sigma) are left as Go maps them.
 func ToLower(s string) string {
 	return strings.ToLower(strings.ReplaceAll(s, "\u0130", "i\u0307"))
 }
