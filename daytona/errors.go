@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/internal/utf8text"
 )
 
@@ -505,7 +506,7 @@ func parseErrorBody(body []byte) (code, message string) {
 
 // compactJSON is the SDK's JSON.stringify of the parsed body.
 func compactJSON(body []byte) string {
-	if s, ok := jsRestringify(body); ok {
+	if s, ok := js.Restringify(body); ok {
 		return s
 	}
 	return string(body)

@@ -6,10 +6,10 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/paperclipai/daytona-worker/internal/js"
 )
 
 // Toolbox is a handle on one sandbox's toolbox API (processes, sessions,
@@ -153,7 +153,7 @@ type ExecuteResponse struct {
 }
 
 // SecondsDuration converts a number of seconds to a Duration, saturating at
-// the largest one (about 292 years) instead of overflowing.
+// the largest one instead of overflowing.
 func SecondsDuration(secs float64) time.Duration {
 	return MillisecondsDuration(secs * 1000)
 }
@@ -180,19 +180,6 @@ func MillisecondsDuration(ms float64) time.Duration {
 	return time.Duration(ms * float64(time.Millisecond))
 }
 
-// jsNumberText renders a finite number as JavaScript's JSON.stringify does.
-func jsNumberText(f float64) string {
-	abs := math.Abs(f)
-	if abs != 0 && (abs >= 1e21 || abs < 1e-6) {
-		s := strconv.FormatFloat(f, 'e', -1, 64)
-		mant, exp, _ := strings.Cut(s, "e")
-		sign := exp[0]
-		exp = strings.TrimLeft(exp[1:], "0")
-		return mant + "e" + string(sign) + exp
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
-
 // execTimeoutSlack pads the HTTP deadline over the server-side timeout, as
 // the official SDKs do, so the server's 408 arrives before the client gives up.
 const execTimeoutSlack = 5 * time.Second
@@ -213,9 +200,9 @@ func (t *Toolbox) Execute(ctx context.Context, req ExecuteRequest) (*ExecuteResp
 	}
 	if secs > 0 && !math.IsInf(secs, 0) {
 		// The daemon reads the seconds as a uint32 and refuses the whole
-		// body beyond it: a longer timeout (136 years and more) is sent as
-		// the most it takes, and bounds the command all the same.
-		body.Timeout = json.Number(jsNumberText(min(secs, math.MaxUint32)))
+		// body beyond it: a longer timeout is sent as the most it takes,
+		// and bounds the command all the same.
+		body.Timeout = json.Number(js.FormatNumber(min(secs, math.MaxUint32)))
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, SaturatingAdd(SecondsDuration(secs), execTimeoutSlack))
 		defer cancel()

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"unicode/utf8"
 )
 
 // lineReader reads lines of any length, ended as the official worker
@@ -86,34 +85,4 @@ func (l *lineReader) next() ([]byte, error) {
 		_, _ = l.r.Discard(n)
 		scanned = 0
 	}
-}
-
-// trimLine drops the whitespace JavaScript's String.prototype.trim drops
-// (the runtime trims every line before parsing it), a byte-order mark
-// included.
-func trimLine(b []byte) []byte {
-	for len(b) > 0 {
-		r, size := utf8.DecodeRune(b)
-		if !isJSWhitespace(r) {
-			break
-		}
-		b = b[size:]
-	}
-	for len(b) > 0 {
-		r, size := utf8.DecodeLastRune(b)
-		if !isJSWhitespace(r) {
-			break
-		}
-		b = b[:len(b)-size]
-	}
-	return b
-}
-
-// isJSWhitespace is JavaScript's WhiteSpace and LineTerminator.
-func isJSWhitespace(r rune) bool {
-	switch r {
-	case '\t', '\n', '\v', '\f', '\r', ' ', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200a
 }

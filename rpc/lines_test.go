@@ -80,14 +80,7 @@ func TestARawCREndsALineAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	got := []string{f.recvRaw(), f.recvRaw()}
 	assert.ElementsMatch(t, []string{`{"jsonrpc":"2.0","id":1,"result":null}`, `{"jsonrpc":"2.0","id":2,"result":null}`}, got)
-	// The "\n" that completes the second ending is no line of its own.
+	// The "\n" that completes the second ending is not a line of its own.
 	f.send(`{"jsonrpc":"2.0","id":3,"method":"void"}`)
 	assert.Equal(t, `{"jsonrpc":"2.0","id":3,"result":null}`, f.recvRaw())
-}
-
-func TestTrimLineIsJavaScriptsTrim(t *testing.T) {
-	t.Parallel()
-	assert.Equal(t, `{"a":1}`, string(trimLine([]byte("\ufeff \t{\"a\":1}\u00a0\u2028 "))))
-	// U+0085 is no JavaScript whitespace (Go's unicode.IsSpace says it is).
-	assert.Equal(t, "\u0085x", string(trimLine([]byte("\u0085x"))))
 }

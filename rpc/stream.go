@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -47,7 +48,9 @@ func (s *stream) ReadObject(v any) error {
 		if err != nil {
 			return err
 		}
-		line := trimLine(raw)
+		// The runtime trims every line before parsing it (a byte-order
+		// mark included).
+		line := js.TrimBytes(raw)
 		if len(line) == 0 {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 )
 
 // CommandError is a sandbox command that ran and exited non-zero. Its
@@ -33,7 +34,7 @@ func (c *Config) run(ctx context.Context, command, label string) (string, error)
 		return "", err
 	}
 	if res.ExitCode != 0 {
-		return "", &CommandError{Label: label, ExitCode: res.ExitCode, Output: jsTrim(res.Result)}
+		return "", &CommandError{Label: label, ExitCode: res.ExitCode, Output: js.Trim(res.Result)}
 	}
 	return res.Result, nil
 }
@@ -75,16 +76,4 @@ func shScript(script string) string {
 		delim += "_"
 	}
 	return "sh -s <<'" + delim + "'\n" + script + "\n" + delim
-}
-
-// jsTrim is String.prototype.trim: JavaScript's whitespace and line
-// terminators (the BOM included, U+0085 not).
-func jsTrim(s string) string {
-	return strings.TrimFunc(s, func(r rune) bool {
-		switch r {
-		case ' ', '\t', '\n', '\v', '\f', '\r', 0xa0, 0x1680, 0x2028, 0x2029, 0x202f, 0x205f, 0x3000, 0xfeff:
-			return true
-		}
-		return r >= 0x2000 && r <= 0x200a
-	})
 }

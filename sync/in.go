@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 )
 
 // In runs a sync in: host → sandbox, operation by operation. Every mapping
@@ -605,7 +606,7 @@ func (c *Config) postUpload(ctx context.Context, cmds []PostUploadCommand) error
 			return err
 		}
 		if res.ExitCode != 0 {
-			return &CommandError{Label: "post-upload", ExitCode: res.ExitCode, Output: jsTrim(res.Result)}
+			return &CommandError{Label: "post-upload", ExitCode: res.ExitCode, Output: js.Trim(res.Result)}
 		}
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	stdsync "sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/paperclipai/daytona-worker/internal/js"
 )
 
 // The plugin validates a sandbox-authored archive by reading `tar -tvf`
@@ -17,12 +19,11 @@ import (
 // rules, so every archive the plugin refuses is refused here with the same
 // message. The parser also accepts bsdtar's dialect, as the plugin's does.
 
-// jsSpace and jsNonSpace are JavaScript's \s and \S; jsLine is JavaScript's
-// "." (anything but a line terminator).
+// Short names for JavaScript's \s, \S and "." in the plugin's patterns.
 const (
-	jsSpace    = `[\t\n\v\f\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}]`
-	jsNonSpace = `[^\t\n\v\f\r \x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}\x{feff}]`
-	jsLine     = `[^\n\r\x{2028}\x{2029}]`
+	jsSpace    = js.SpaceClass
+	jsNonSpace = js.NonSpaceClass
+	jsLine     = js.LineClass
 )
 
 var (
@@ -92,7 +93,7 @@ func posixPathEscapes(p string) bool {
 
 // checkListingLine is the plugin's per-line rule; empty lines pass.
 func checkListingLine(line string) error {
-	if jsTrim(line) == "" {
+	if js.Trim(line) == "" {
 		return nil
 	}
 	parsed, ok := parseListingLine(line)

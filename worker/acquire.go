@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -58,7 +58,7 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 		// which Daytona takes as strings only).
 		stringifyMember(obj, "driverKey")
 		// input.requestedExpiresAt ? Date.parse(input.requestedExpiresAt):
-		// a truthy value that is no string is parsed as its String().
+		// a truthy value that is not a string is parsed as its String().
 		falsyAsNull(obj, "requestedExpiresAt")
 		stringifyMember(obj, "requestedExpiresAt")
 		return nil
@@ -186,7 +186,7 @@ type createTimeoutError struct {
 }
 
 func (e *createTimeoutError) Error() string {
-	return fmt.Sprintf("Failed to create and start sandbox within %s seconds. Operation timed out.", jsNumberString(e.seconds))
+	return fmt.Sprintf("Failed to create and start sandbox within %s seconds. Operation timed out.", js.FormatNumber(e.seconds))
 }
 
 func (e *createTimeoutError) Unwrap() error { return e.err }
@@ -314,12 +314,12 @@ func (w *Worker) configureExpiry(ctx context.Context, client *daytona.Client, sb
 	if requested == nil {
 		return expiry{}, nil
 	}
-	deadline, ok := parseJSDate(*requested, time.Local)
+	deadline, ok := js.ParseDate(*requested, time.Local)
 	if !ok {
 		return expiry{}, nil
 	}
 	// Math.floor((requestedMs - nowMs) / 60_000), held within what a
-	// time.Duration of minutes can say (about 292 years), as before.
+	// time.Duration of minutes can say.
 	ahead := deadline - w.now().UnixMilli()
 	if ahead < 60_000 {
 		return expiry{}, nil
@@ -334,7 +334,7 @@ func (w *Worker) configureExpiry(ctx context.Context, client *daytona.Client, sb
 	}
 	// The provider's own destroy time is the evidence the host wants; pass it
 	// through as Daytona wrote it, but only if it is a valid time.
-	at := strings.TrimSpace(fresh.AutoDestroyAt)
+	at := js.Trim(fresh.AutoDestroyAt)
 	if _, ok := fresh.AutoDestroyTime(); !ok {
 		at = ""
 	}

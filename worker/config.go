@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -90,7 +91,7 @@ func decodeRawConfig(raw json.RawMessage) (rawConfig, error) {
 // never failing, with JavaScript's coercions. Validation is separate.
 func parseDriverConfig(raw rawConfig) DriverConfig {
 	str := func(key string) *string {
-		if s, ok := jsTrimmedString(raw[key]); ok {
+		if s, ok := optionalString(raw[key]); ok {
 			return &s
 		}
 		return nil
@@ -100,8 +101,8 @@ func parseDriverConfig(raw rawConfig) DriverConfig {
 		if !present || v == nil {
 			return fallback
 		}
-		if n := jsNumber(v); isFinite(n) {
-			return jsTrunc(n)
+		if n := js.Number(v); js.IsFinite(n) {
+			return js.Trunc(n)
 		}
 		return fallback
 	}
@@ -110,12 +111,12 @@ func parseDriverConfig(raw rawConfig) DriverConfig {
 		if !present || v == nil || v == "" {
 			return nil
 		}
-		n := jsNumber(v)
-		if !isFinite(n) {
+		n := js.Number(v)
+		if !js.IsFinite(n) {
 			return nil
 		}
 		if trunc {
-			n = jsTrunc(n)
+			n = js.Trunc(n)
 		}
 		return &n
 	}
@@ -159,10 +160,10 @@ const (
 // validate returns the plugin's validation errors, in its order.
 func validateDriverConfig(raw rawConfig, c DriverConfig, envAPIKey string) []string {
 	var errs []string
-	if s, ok := raw["image"].(string); ok && strings.TrimFunc(s, isJSWhitespace) == "" {
+	if s, ok := raw["image"].(string); ok && js.Trim(s) == "" {
 		errs = append(errs, "Daytona image cannot be empty.")
 	}
-	if s, ok := raw["snapshot"].(string); ok && strings.TrimFunc(s, isJSWhitespace) == "" {
+	if s, ok := raw["snapshot"].(string); ok && js.Trim(s) == "" {
 		errs = append(errs, "Daytona snapshot cannot be empty.")
 	}
 	if c.Image != nil && c.Snapshot != nil {
@@ -186,7 +187,7 @@ func validateDriverConfig(raw rawConfig, c DriverConfig, envAPIKey string) []str
 	if c.AutoDeleteInterval < -1 {
 		errs = append(errs, "autoDeleteInterval must be greater than or equal to -1.")
 	}
-	if c.APIKey == nil && strings.TrimFunc(envAPIKey, isJSWhitespace) == "" {
+	if c.APIKey == nil && js.Trim(envAPIKey) == "" {
 		errs = append(errs, msgAPIKeyRequired)
 	}
 	if c.hasResourceRequest() && c.Image == nil {
@@ -415,7 +416,7 @@ func jsTimeoutSeconds(ms float64) float64 {
 const maxTimeoutSeconds = int(math.MaxInt64 / int64(time.Second))
 
 // timeoutSeconds is toTimeoutSeconds as an int for the waits that turn it
-// into a Duration, saturating at about 292 years rather than overflowing.
+// into a Duration, saturating at the largest one rather than overflowing.
 func timeoutSeconds(ms float64) int {
 	secs := jsTimeoutSeconds(ms)
 	if math.IsNaN(secs) || secs >= float64(maxTimeoutSeconds) {

@@ -3,8 +3,8 @@ package worker
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -12,7 +12,7 @@ import (
 // config with a different config of another company: a worker is shared by
 // every company, and this plugin is single-tenant in that sense, exactly as
 // the SDK's guard decides. The runtime reads params.companyId ?? null and
-// params.config whatever their types (params that are no object have
+// params.config whatever their types (params that are not objects have
 // neither), and compares company ids with ===.
 func (w *Worker) configChanged(raw json.RawMessage) error {
 	var config, companyRaw json.RawMessage
@@ -53,14 +53,14 @@ func newCompanyID(raw json.RawMessage) *companyID {
 	if kind == "" || kind == "null" {
 		return nil
 	}
-	v, ok := decodeJS(raw)
+	v, ok := js.Decode(raw)
 	if !ok {
 		return nil
 	}
-	c := &companyID{kind: kind, text: jsTemplateString(v)}
+	c := &companyID{kind: kind, text: js.String(v)}
 	switch kind {
 	case "number":
-		c.key = jsNumberString(jsNumber(v))
+		c.key = js.FormatNumber(js.Number(v))
 	case "string", "bool":
 		c.key = c.text
 	}
@@ -74,27 +74,6 @@ func (c *companyID) same(o *companyID) bool {
 		return false
 	}
 	return c.key == o.key
-}
-
-// jsTemplateString is String(v) of a value decoded by decodeJS, as a
-// template literal renders it (arrays join their elements, null and
-// undefined elements as empty).
-func jsTemplateString(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "null"
-	case *jsObject:
-		return "[object Object]"
-	case []any:
-		parts := make([]string, len(v))
-		for i, x := range v {
-			if x != nil {
-				parts[i] = jsTemplateString(x)
-			}
-		}
-		return strings.Join(parts, ",")
-	}
-	return jsString(v)
 }
 
 // sameConfig compares two configs as the SDK's canonicalize does: key order

@@ -33,7 +33,7 @@ func TestInitializeTakesParamsOfAnyShape(t *testing.T) {
 
 // TestConfigChangedFollowsTheSDKGuard: companyId ?? null of any type, ===
 // between company ids, configs compared canonically with an absent config
-// the same as null, params that are no object read as having no members.
+// the same as null, params that are not objects read as having no members.
 func TestConfigChangedFollowsTheSDKGuard(t *testing.T) {
 	const refusal = `configChanged: refusing to overwrite configuration for company "%s" with a different configuration for company "%s". This plugin is single-tenant and cannot safely serve multiple companies from one worker. If multi-company support is intended, set multiCompanyConfig: true on the plugin definition and key per-company state on context.companyId.`
 	type step struct {
@@ -66,6 +66,12 @@ func TestConfigChangedFollowsTheSDKGuard(t *testing.T) {
 			{`{"config":{"a":3},"companyId":"5"}`, [2]string{"5", "5"}},
 			{`{"config":{"a":3},"companyId":true}`, [2]string{"5", "true"}},
 		}},
+		{"a number beyond float64 is Infinity, as String() writes it", []step{
+			{`{"config":{"a":1},"companyId":1e400}`, [2]string{}},
+			{`{"config":{"a":2},"companyId":2e400}`, [2]string{}},
+			{`{"config":{"a":3},"companyId":"Infinity"}`, [2]string{"Infinity", "Infinity"}},
+			{`{"config":{"a":3},"companyId":[-1e400]}`, [2]string{"Infinity", "-Infinity"}},
+		}},
 		{"object and array company ids are never the same one", []step{
 			{`{"config":{"a":1},"companyId":{"id":"c"}}`, [2]string{}},
 			{`{"config":{"a":2},"companyId":{"id":"c"}}`, [2]string{"[object Object]", "[object Object]"}},
@@ -76,7 +82,7 @@ func TestConfigChangedFollowsTheSDKGuard(t *testing.T) {
 			{`{"config":null,"companyId":"c-2"}`, [2]string{}},
 			{`{"config":{},"companyId":"c-3"}`, [2]string{"c-2", "c-3"}},
 		}},
-		{"params that are no object", []step{
+		{"params that are not objects", []step{
 			{`{"config":{"a":1},"companyId":"c-1"}`, [2]string{}},
 			{`"x"`, [2]string{}},
 			{`[1]`, [2]string{}},

@@ -3,8 +3,6 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"math"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,72 +21,12 @@ func rawOf(t *testing.T, js string) rawConfig {
 	return rc
 }
 
-// 0x, 0o and 0b strings of any length are numbers in JavaScript: the
-// integer rounded once to the nearest double, ties to even (the
-// expectations are what Node 20's Number() gives).
-func TestJSRadixStringToNumber(t *testing.T) {
+// As in the plugin, a timeoutMs past 64 bits is out of range, not absent.
+func TestTimeoutMsPast64BitsIsOutOfRange(t *testing.T) {
 	t.Parallel()
-	two64 := math.Ldexp(1, 64)
-	for _, tt := range []struct {
-		in   string
-		want float64
-	}{
-		{"0x1F", 31}, {"0o17", 15}, {"0b101", 5}, {"0X00000000000000000000000001", 1},
-		{"0xFFFFFFFFFFFFFFFF", two64},                   // 2^64-1, the largest 64-bit parse, rounds up
-		{"0x20000000000001", math.Ldexp(1, 53)},         // 2^53+1: a tie, to even
-		{"0x20000000000003", math.Ldexp(1, 53) + 4},     // 2^53+3: a tie, to even
-		{"0x10000000000000000", two64},                  // 2^64: just past 64 bits
-		{"0x10000000000000001", two64},                  // 2^64+1
-		{"0x10000000000000800", two64},                  // 2^64+2^11: a tie, to even (down)
-		{"0x10000000000000801", two64 + 4096},           // just past the tie
-		{"0x10000000000001800", two64 + 8192},           // 2^64+3*2^11: a tie, to even (up)
-		{"0x1FFFFFFFFFFFFFFFF", math.Ldexp(1, 65)},      // 2^65-1
-		{"0x1FFFFFFFFFFFFFFFFF", 590295810358705700000}, // 2^69-1
-		{"0b1" + strings.Repeat("0", 64), two64},
-		{"0o" + strings.Repeat("7", 30), math.Ldexp(1, 90)},
-		{"0x" + strings.Repeat("f", 300), math.Inf(1)}, // past the largest double
-	} {
-		assert.Equal(t, tt.want, jsStringToNumber(tt.in), tt.in)
-	}
-	for _, nan := range []string{"0x1FFFFFFFFFFFFFFFFFzz", "0x1FFFFFFFFFFFFFFFFF_F", "0x1_0", "0x+1", "0x-1", "0b12", "0o8"} {
-		assert.True(t, math.IsNaN(jsStringToNumber(nan)), nan)
-	}
-	// As in the plugin, a timeoutMs past 64 bits is out of range, not absent.
 	cfg := parseDriverConfig(rawConfig{"timeoutMs": "0x1FFFFFFFFFFFFFFFFF"})
 	assert.Equal(t, 590295810358705700000.0, cfg.TimeoutMs)
 	assert.Contains(t, validateDriverConfig(rawConfig{"timeoutMs": "0x1FFFFFFFFFFFFFFFFF"}, cfg, "key"), "timeoutMs must be between 1 and 86400000.")
-}
-
-func TestJSNumberCoercion(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in   string
-		want float64
-	}{
-		{`12`, 12}, {`"12"`, 12}, {`" 12 "`, 12}, {`""`, 0}, {`"  "`, 0}, {`true`, 1}, {`false`, 0},
-		{`"0x10"`, 16}, {`"1e3"`, 1000}, {`".5"`, 0.5}, {`"5."`, 5}, {`"-7.5"`, -7.5}, {`[]`, 0}, {`[42]`, 42},
-		{`["8"]`, 8}, {`null`, 0},
-	}
-	for _, tt := range tests {
-		var v any
-		dec := json.NewDecoder(strings.NewReader(tt.in))
-		dec.UseNumber()
-		require.NoError(t, dec.Decode(&v))
-		assert.Equal(t, tt.want, jsNumber(v), tt.in)
-	}
-	for _, nan := range []string{`"12px"`, `{}`, `[1,2]`, `"0x"`, `"1e"`, `"."`, `"-0x10"`, `"1_000"`} {
-		var v any
-		dec := json.NewDecoder(strings.NewReader(nan))
-		dec.UseNumber()
-		require.NoError(t, dec.Decode(&v))
-		assert.True(t, math.IsNaN(jsNumber(v)), nan)
-	}
-	assert.True(t, math.IsInf(jsNumber("Infinity"), 1))
-	assert.Equal(t, "1e+21", jsNumberString(1e21))
-	assert.Equal(t, "1e-7", jsNumberString(1e-7))
-	assert.Equal(t, "0.000001", jsNumberString(1e-6))
-	assert.Equal(t, "300000", jsNumberString(300000))
-	assert.Equal(t, "2.5", jsNumberString(2.5))
 }
 
 func TestParseDriverConfigDefaultsAndCoercions(t *testing.T) {

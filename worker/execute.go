@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
 )
@@ -86,8 +87,8 @@ func decodeExecute(raw json.RawMessage) (executeCall, []envVar, DriverConfig, er
 }
 
 // executeCall holds environmentExecute's params as decodeExecute reads
-// them: leaseIDValue is a lease.providerLeaseId that was no string
-// (leaseIDValue), stdinBytes a stdin that was no string but that
+// them: leaseIDValue is a lease.providerLeaseId that is not a string
+// (leaseIDValue), stdinBytes a stdin that is not a string but that
 // Buffer.from takes (stdinBytes).
 type executeCall struct {
 	protocol.ExecuteParams
@@ -316,7 +317,7 @@ func refusedBeforeRunning(err error) error {
 // object is required (reading its id throws otherwise), a falsy id means
 // "no lease", a non-number timeout falls back to the config's, bypassSession
 // and cwd are tested for truthiness; a stdin Buffer.from takes although it
-// is no string goes to *stdin as its bytes.
+// is not a string goes to *stdin as its bytes.
 func prepareExecuteParams(obj map[string]json.RawMessage, idValue *any, stdin *[]byte) error {
 	const method = protocol.MethodEnvironmentExecute
 	keyOnlyBase(obj)
@@ -366,7 +367,7 @@ func prepareExecuteParams(obj map[string]json.RawMessage, idValue *any, stdin *[
 		delete(obj, "stdin")
 	}
 	onlyKind(obj, "timeoutMs", "number")
-	if t, ok := obj["timeoutMs"]; ok && !isFinite(jsNumber(json.Number(bytes.TrimSpace(t)))) {
+	if t, ok := obj["timeoutMs"]; ok && !js.IsFinite(js.Number(json.Number(bytes.TrimSpace(t)))) {
 		delete(obj, "timeoutMs") // 1e400 is Infinity to JSON.parse: no timeout of its own
 	}
 	truthyFlag(obj, "bypassSession")
@@ -388,7 +389,7 @@ func notAString(member, kind string) error {
 // stays a JavaScript number: any finite value is valid, however far beyond
 // what a time.Duration holds.
 func resolveTimeoutMs(paramMs *float64, cfg DriverConfig) float64 {
-	if paramMs != nil && isFinite(*paramMs) && *paramMs > 0 {
+	if paramMs != nil && js.IsFinite(*paramMs) && *paramMs > 0 {
 		return math.Trunc(*paramMs)
 	}
 	return cfg.TimeoutMs
@@ -441,7 +442,7 @@ func (c *command) requestTimeout() time.Duration {
 
 func (c *command) timeoutMessage() string {
 	// Math.round(ms / 1000), written as JavaScript writes the number.
-	secs := jsNumberString(math.Floor(c.effectiveTimeoutMs()/1000 + 0.5))
+	secs := js.FormatNumber(math.Floor(c.effectiveTimeoutMs()/1000 + 0.5))
 	if c.gitNet {
 		return fmt.Sprintf("Git network operation timed out after %s s — the remote may be unreachable or noninteractive credentials are not configured.", secs)
 	}
@@ -461,7 +462,7 @@ func (c *command) sdkTimeoutMessage(err error) string {
 		if errors.As(err, &ae) {
 			text = ae.Message
 		}
-		if msg := strings.TrimFunc(text, isJSWhitespace); msg != "" {
+		if msg := js.Trim(text); msg != "" {
 			return msg
 		}
 	}
@@ -683,9 +684,9 @@ func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cm
 }
 
 // activity records when a followed stream last delivered output. The stream
-// stamps it on every write (a log of 1 KiB frames writes 100,000 times per
-// 100 MB) and the watchdog reads it only when its timer fires: a channel
-// the stream signalled would wake the watchdog's goroutine for every frame.
+// stamps it on every write (once per frame, very often for a large output)
+// and the watchdog reads it only when its timer fires: a channel the stream
+// signalled would wake the watchdog's goroutine for every frame.
 type activity struct {
 	base time.Time    // monotonic reference
 	last atomic.Int64 // nanoseconds after base of the last output

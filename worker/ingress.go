@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -49,7 +50,7 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 	}
 	// The plugin tests and appends `${params.path}`: an array reads as its
 	// entries joined with commas.
-	path := jsTemplateText(p.Path)
+	path := js.StringJSON(p.Path)
 	if !runnerIngressPath().MatchString(path) {
 		return nil, errors.New(msgIngressPath)
 	}
@@ -102,12 +103,12 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 	})
 }
 
-// ingressParams reads the ingress params as the plugin does: the
-// base members are only cache keys; of the lease only providerLeaseId is
-// read, through `params.lease.providerLeaseId`, so a lease that is no object
+// ingressParams reads the ingress params as the plugin does: the base
+// members are only cache keys; of the lease only providerLeaseId is read,
+// through `params.lease.providerLeaseId`, so a lease that is not an object
 // has none, and an absent or null one is the plugin's TypeError, kept in
 // *noLease for after the port and path checks that come first there.
-// *idValue is the id as sent when it was no string (leaseIDMember).
+// *idValue is the id as sent when it is not a string (leaseIDMember).
 func ingressParams(idValue *any, noLease *error) func(obj map[string]json.RawMessage) error {
 	return func(obj map[string]json.RawMessage) error {
 		keyOnlyBase(obj)

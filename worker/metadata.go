@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 )
 
 const (
@@ -118,7 +119,7 @@ type jsMember struct {
 }
 
 func memberOf(obj map[string]json.RawMessage, key string) jsMember {
-	v, ok := decodeJS(obj[key])
+	v, ok := js.Decode(obj[key])
 	return jsMember{v: v, present: ok}
 }
 
@@ -133,7 +134,7 @@ func (m jsMember) stable() any {
 // orNull is `member ?? null`.
 func (m jsMember) orNull() any { return m.stable() }
 
-func (m jsMember) truthy() bool { return m.present && jsTruthyValue(m.v) }
+func (m jsMember) truthy() bool { return m.present && js.Truthy(m.v) }
 
 // sentinelIdentityOf reads the sentinel's members from acquire's params.
 func sentinelIdentityOf(obj map[string]json.RawMessage) sentinelIdentity {
@@ -184,11 +185,8 @@ func nilIfEmpty(s string) any {
 // JSON.stringify(…, null, 2), members in the plugin's order, each value as
 // the host sent it (null written as null), undefined members left out.
 func sentinelFile(id sentinelIdentity, token string, now time.Time) []byte {
-	obj := &jsObject{vals: map[string]any{}}
-	add := func(k string, v any) {
-		obj.keys = append(obj.keys, k)
-		obj.vals[k] = v
-	}
+	obj := js.NewObject()
+	add := obj.Set
 	addMember := func(k string, m jsMember) {
 		if m.present {
 			add(k, m.v)
@@ -205,10 +203,8 @@ func sentinelFile(id sentinelIdentity, token string, now time.Time) []byte {
 	}
 	add("adapterType", id.adapterType.orNull())
 	add("provider", providerName)
-	add("writtenAt", now.UTC().Format("2006-01-02T15:04:05.000Z"))
-	var b bytes.Buffer
-	writeJSIndented(&b, obj, 0)
-	return b.Bytes()
+	add("writtenAt", js.ISOString(now))
+	return []byte(js.StringifyIndent(obj))
 }
 
 // writeSentinel is the plugin's writeWorkspaceSentinel.

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/internal/rawjson"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
@@ -23,7 +23,7 @@ func describeDecodeError(err error) error {
 		if field == "" {
 			return fmt.Errorf("params must be %s, not a JSON %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 		}
-		// An embedded struct's Go name is no member of the JSON.
+		// An embedded struct's Go name is not a member of the JSON.
 		field = strings.ReplaceAll(field, "DriverBaseParams.", "")
 		return fmt.Errorf("params.%s must be %s, not a JSON %s", field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 	}
@@ -102,24 +102,6 @@ func jsonKindOf(raw json.RawMessage) string {
 	return "number"
 }
 
-// jsTruthyRaw is JavaScript's truthiness of a JSON value (absent: false).
-func jsTruthyRaw(raw json.RawMessage) bool {
-	switch jsonKindOf(raw) {
-	case "", "null":
-		return false
-	case "bool":
-		return bytes.Equal(bytes.TrimSpace(raw), []byte("true"))
-	case "string":
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		return s != ""
-	case "number":
-		f := jsNumber(json.Number(bytes.TrimSpace(raw)))
-		return f != 0 && !math.IsNaN(f)
-	}
-	return true // objects and arrays
-}
-
 var (
 	jsonTrue  = json.RawMessage("true")
 	jsonFalse = json.RawMessage("false")
@@ -130,7 +112,7 @@ var (
 // boolean it tests as.
 func truthyFlag(obj map[string]json.RawMessage, key string) {
 	if v, ok := obj[key]; ok {
-		if jsTruthyRaw(v) {
+		if js.TruthyJSON(v) {
 			obj[key] = jsonTrue
 		} else {
 			obj[key] = jsonFalse
@@ -141,7 +123,7 @@ func truthyFlag(obj map[string]json.RawMessage, key string) {
 // falsyAsNull replaces a falsy member (false, 0, "", null) with null: the
 // plugin's `if (!x)` treats them all as absent.
 func falsyAsNull(obj map[string]json.RawMessage, key string) {
-	if v, ok := obj[key]; ok && !jsTruthyRaw(v) {
+	if v, ok := obj[key]; ok && !js.TruthyJSON(v) {
 		obj[key] = jsonNull
 	}
 }
@@ -174,13 +156,11 @@ func stringifyMember(obj map[string]json.RawMessage, key string) {
 	case "string", "null":
 		return
 	}
-	dec := json.NewDecoder(bytes.NewReader(v))
-	dec.UseNumber()
-	var x any
-	if dec.Decode(&x) != nil {
+	x, ok := js.Decode(v)
+	if !ok {
 		return
 	}
-	b, _ := json.Marshal(jsString(x))
+	b, _ := json.Marshal(js.String(x))
 	obj[key] = b
 }
 
@@ -268,11 +248,11 @@ func leaseIDValue(obj map[string]json.RawMessage, key string) any {
 	case "", "null", "string":
 		return nil
 	}
-	x, ok := decodeJS(v)
+	x, ok := js.Decode(v)
 	if !ok {
 		return nil
 	}
-	b, err := json.Marshal(jsString(x))
+	b, err := json.Marshal(js.String(x))
 	if err != nil {
 		return nil
 	}
@@ -293,18 +273,13 @@ func leaseIDMember(obj map[string]json.RawMessage, key string) any {
 	return leaseIDValue(obj, key)
 }
 
-// jsTemplateText is `${value}` of a raw member: "undefined" when absent,
-// "null" for null, else String(value).
-func jsTemplateText(raw json.RawMessage) string {
-	switch jsonKindOf(raw) {
-	case "":
-		return "undefined"
-	case "null":
-		return "null"
-	}
-	v, ok := decodeJS(raw)
+// optionalString is the plugin's parseOptionalString: a string that is not
+// blank, trimmed, or absent.
+func optionalString(v any) (string, bool) {
+	s, ok := v.(string)
 	if !ok {
-		return ""
+		return "", false
 	}
-	return jsString(v)
+	s = js.Trim(s)
+	return s, s != ""
 }

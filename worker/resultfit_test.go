@@ -7,15 +7,16 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
-	"unicode/utf16"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/internal/js"
 )
 
 // jsUnits is the length JavaScript gives the string JSON.parse makes of a
 // JSON text (what the host's line length counts, once per character).
-func jsUnits(s string) int64 { return int64(len(utf16.Encode([]rune(s)))) }
+func jsUnits(s string) int64 { return int64(js.Length(s)) }
 
 // splitBlocks holds p in a blockBuffer whose blocks end at random places
 // (runes cut across blocks included).

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -149,7 +149,7 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 	err := decodeDriverParams(method, raw, &p, func(obj map[string]json.RawMessage) error {
 		keyOnlyBase(obj)
 		// The plugin reads, in order: the config, lease.metadata?.remoteCwd
-		// and, when that is no non-blank string, workspace.remotePath ??
+		// and, when that is blank or not a string, workspace.remotePath ??
 		// workspace.localPath. Reading a member of an absent or null value
 		// throws there.
 		if _, err := decodeRawConfig(obj["config"]); err != nil {
@@ -169,7 +169,7 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 			_ = json.Unmarshal(lease["metadata"], &meta)
 			var s string
 			if jsonKindOf(meta.RemoteCwd) == "string" && json.Unmarshal(meta.RemoteCwd, &s) == nil {
-				remoteCwd = strings.TrimFunc(s, isJSWhitespace)
+				remoteCwd = js.Trim(s)
 			}
 		})
 		if remoteCwd == "" {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"path"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -34,7 +34,7 @@ func (w *Worker) resolveAPIKey(cfg DriverConfig) (string, error) {
 	if cfg.APIKey != nil {
 		return *cfg.APIKey, nil
 	}
-	if k := strings.TrimFunc(w.env("DAYTONA_API_KEY"), isJSWhitespace); k != "" {
+	if k := js.Trim(w.env("DAYTONA_API_KEY")); k != "" {
 		return k, nil
 	}
 	return "", errors.New(msgAPIKeyRequired)
@@ -131,7 +131,7 @@ type livenessError struct {
 
 func (e *livenessError) Error() string {
 	return fmt.Sprintf("Daytona sandbox liveness call %q timed out: no response within %s ms; the sandbox connection is unresponsive.",
-		e.operation, jsNumberString(e.timeoutMs))
+		e.operation, js.FormatNumber(e.timeoutMs))
 }
 
 func (e *livenessError) Is(target error) bool { return target == context.DeadlineExceeded }
@@ -139,7 +139,7 @@ func (e *livenessError) Is(target error) bool { return target == context.Deadlin
 // withLiveness bounds one provider call by ms (0 or less: unbounded). Unlike
 // the Node plugin, the abandoned call is cancelled, not left pending.
 func withLiveness[T any](ctx context.Context, operation string, ms float64, call func(context.Context) (T, error)) (T, error) {
-	if ms <= 0 || !isFinite(ms) {
+	if ms <= 0 || !js.IsFinite(ms) {
 		return call(ctx)
 	}
 	cctx, cancel := context.WithTimeout(ctx, daytona.MillisecondsDuration(ms))
@@ -336,13 +336,13 @@ func resolveWorkingDirectory(ctx context.Context, tb *daytona.Toolbox) (string, 
 	if err != nil {
 		return "", err
 	}
-	root = strings.TrimSpace(root)
+	root = js.Trim(root)
 	if root == "" {
 		home, err := tb.UserHomeDir(ctx)
 		if err != nil {
 			return "", err
 		}
-		root = strings.TrimSpace(home)
+		root = js.Trim(home)
 	}
 	if root == "" {
 		root = "/home/daytona"
@@ -360,7 +360,7 @@ const detectShellScript = "if command -v bash >/dev/null 2>&1; then printf bash;
 // sandbox has it, sh otherwise (also when the probe itself fails).
 func detectShell(ctx context.Context, tb *daytona.Toolbox, timeoutSecs float64) string {
 	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: detectShellScript, TimeoutSeconds: timeoutSecs})
-	if err == nil && strings.TrimSpace(res.Result) == "bash" {
+	if err == nil && js.Trim(res.Result) == "bash" {
 		return "bash"
 	}
 	return "sh"

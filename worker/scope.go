@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/paperclipai/daytona-worker/internal/jsquote"
+	"github.com/paperclipai/daytona-worker/internal/js"
 )
 
 // scope identifies one lease the way the plugin's handle cache does: the
@@ -103,13 +103,13 @@ func writeStable(b *strings.Builder, v any) {
 			b.WriteString("null")
 			return
 		}
-		b.WriteString(jsNumberString(*v))
+		b.WriteString(js.NumberJSON(*v))
 	case float64:
-		b.WriteString(jsNumberString(v))
+		b.WriteString(js.NumberJSON(v))
 	case int:
-		b.WriteString(jsNumberString(float64(v)))
+		b.WriteString(js.NumberJSON(float64(v)))
 	case json.Number:
-		b.WriteString(jsNumberString(jsNumber(v)))
+		b.WriteString(js.NumberJSON(js.Number(v)))
 	case bool:
 		if v {
 			b.WriteString("true")
@@ -117,7 +117,7 @@ func writeStable(b *strings.Builder, v any) {
 			b.WriteString("false")
 		}
 	case string:
-		b.WriteString(jsquote.String(v))
+		b.WriteString(js.Quote(v))
 	case []any:
 		b.WriteByte('[')
 		for i, x := range v {
@@ -127,8 +127,12 @@ func writeStable(b *strings.Builder, v any) {
 			writeStable(b, x)
 		}
 		b.WriteByte(']')
-	case *jsObject:
-		writeStable(b, v.vals)
+	case *js.Object:
+		members := make(map[string]any, len(v.Keys()))
+		for _, k := range v.Keys() {
+			members[k], _ = v.Get(k)
+		}
+		writeStable(b, members)
 	case map[string]any:
 		keys := make([]string, 0, len(v))
 		for k := range v {
@@ -140,7 +144,7 @@ func writeStable(b *strings.Builder, v any) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString(jsquote.String(k))
+			b.WriteString(js.Quote(k))
 			b.WriteByte(':')
 			writeStable(b, v[k])
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -101,10 +102,10 @@ func redactedSummary() *protocol.ConnectionSummary {
 // (absent, null, a string) is the default of 60.
 func connectionExpiresInMinutes(raw json.RawMessage) int {
 	n, ok := rawJSONNumber(raw)
-	if !ok || !isFinite(n) {
+	if !ok || !js.IsFinite(n) {
 		return defaultSSHAccessMinutes
 	}
-	return int(math.Min(maxSSHAccessMinutes, math.Max(1, jsTrunc(n))))
+	return int(math.Min(maxSSHAccessMinutes, math.Max(1, js.Trunc(n))))
 }
 
 // rawJSONNumber reads raw as a JSON number (typeof x === "number"); numbers
@@ -117,23 +118,20 @@ func rawJSONNumber(raw json.RawMessage) (float64, bool) {
 	if t := strings.TrimSpace(string(raw)); t == "" || t[0] == '"' {
 		return 0, false // json.Number also accepts a quoted number
 	}
-	return jsNumber(n), true
+	return js.Number(n), true
 }
-
-// isoMillis renders t as JavaScript's Date#toISOString.
-func isoMillis(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // createSSHConnection is the plugin's createSshConnection: an SSH token
 // valid for minutes, the command that uses it (Daytona's, else one built on
 // the public gateway), and the expiry Daytona reports (else now + minutes).
 // Nothing of the token or command is ever logged or put in an error.
 func (w *Worker) createSSHConnection(ctx context.Context, client *daytona.Client, sandboxID string, minutes int) (sshConnection, error) {
-	fallback := isoMillis(w.now().Add(time.Duration(minutes) * time.Minute))
+	fallback := js.ISOString(w.now().Add(time.Duration(minutes) * time.Minute))
 	access, err := client.CreateSSHAccess(ctx, sandboxID, minutes)
 	if err != nil {
 		return sshConnection{}, err
 	}
-	trim := func(s string) string { return strings.TrimFunc(s, isJSWhitespace) }
+	trim := js.Trim
 	var token *string
 	if t := trim(access.Token); t != "" {
 		token = &t
@@ -191,7 +189,7 @@ func errSetupTemplateKind(kind string) error {
 // setupLeaseParams reads the params of a setup poll or cancel as the
 // plugin does: the base members are only cache keys, and a falsy
 // providerLeaseId means the setup was never recorded. *idValue is the id as
-// sent when it was no string (leaseIDMember).
+// sent when it is not a string (leaseIDMember).
 func setupLeaseParams(idValue *any) func(obj map[string]json.RawMessage) error {
 	return func(obj map[string]json.RawMessage) error {
 		keyOnlyBase(obj)
@@ -207,7 +205,7 @@ func setupLeaseParams(idValue *any) func(obj map[string]json.RawMessage) error {
 // looked up by its attempt name and deleted.
 func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.StartInteractiveSetupParams
-	var badKind *string // a kind that is no string, as String() renders it
+	var badKind *string // a kind that is not a string, as String() renders it
 	err := decodeDriverParams(protocol.MethodEnvironmentStartInteractiveSetup, raw, &p, func(obj map[string]json.RawMessage) error {
 		// companyId and environmentId become labels, which Daytona takes
 		// as strings only; the driver key is only part of cache keys.
@@ -223,7 +221,7 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 		switch k := obj["sourceTemplateKind"]; jsonKindOf(k) {
 		case "", "null", "string":
 		default:
-			text := jsTemplateText(k)
+			text := js.StringJSON(k)
 			badKind = &text
 			delete(obj, "sourceTemplateKind")
 		}

@@ -1,14 +1,14 @@
 package worker
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf16"
+
+	"github.com/paperclipai/daytona-worker/internal/js"
 )
 
 // envVar is one caller environment entry, in the order the host sent it.
@@ -22,60 +22,35 @@ type envVar struct {
 // order, because the plugin builds its `env K=V …` line in insertion order.
 // It takes `env ?? {}` and Object.keys of it: a string or an array has its
 // indices as keys ("0", "1", …, which no variable name can be), a number or
-// a boolean none; an object's keys come in JavaScript's order (indices
-// first, ascending, then the others as given).
+// a boolean none; an object's keys come in JavaScript's order.
 func orderedEnv(raw json.RawMessage) ([]envVar, error) {
 	switch jsonKindOf(raw) {
 	case "", "null", "number", "bool":
 		return nil, nil
-	case "string", "array":
-		v, _ := decodeJS(raw)
-		n := 0
-		switch v := v.(type) {
-		case string:
-			n = len(utf16.Encode([]rune(v)))
-		case []any:
-			n = len(v)
-		}
-		out := make([]envVar, n)
+	}
+	v, ok := js.Decode(raw)
+	if !ok {
+		return nil, errors.New("params.env is not JSON")
+	}
+	var out []envVar
+	indices := func(n int) {
+		out = make([]envVar, n)
 		for i := range out {
 			out[i] = envVar{key: strconv.Itoa(i)}
 		}
-		return out, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return nil, err
+	switch v := v.(type) {
+	case string:
+		indices(js.Length(v))
+	case []any:
+		indices(len(v))
+	case *js.Object:
+		for _, k := range v.Keys() {
+			x, _ := v.Get(k)
+			s, isString := x.(string)
+			out = append(out, envVar{key: k, value: s, ok: isString})
+		}
 	}
-	var out []envVar
-	index := map[string]int{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		e := envVar{key: key}
-		e.ok = json.Unmarshal(v, &e.value) == nil && bytes.HasPrefix(bytes.TrimSpace(v), []byte(`"`))
-		if i, seen := index[key]; seen {
-			out[i] = e // a repeated member keeps its first position, as in JavaScript
-			continue
-		}
-		index[key] = len(out)
-		out = append(out, e)
-	}
-	// Array-index keys come first, ascending, as Object.keys lists them.
-	sort.SliceStable(out, func(i, j int) bool {
-		ai, bi := isArrayIndex(out[i].key), isArrayIndex(out[j].key)
-		if ai && bi {
-			return len(out[i].key) < len(out[j].key) || len(out[i].key) == len(out[j].key) && out[i].key < out[j].key
-		}
-		return ai && !bi
-	})
 	return out, nil
 }
 

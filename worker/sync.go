@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/internal/rawjson"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
@@ -63,7 +63,7 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 	if err != nil {
 		return nil, err
 	}
-	remoteDir, ok := jsTrimmedString(p.Lease.Metadata["remoteCwd"])
+	remoteDir, ok := optionalString(p.Lease.Metadata["remoteCwd"])
 	if !ok || remoteDir == "" {
 		return nil, errors.New(msgSyncNoRemoteDir)
 	}
@@ -116,8 +116,8 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 
 // syncParamsPreparer reads method's sync params as the plugin does: the
 // base members are only cache keys; of the lease it reads providerLeaseId
-// and metadata?.remoteCwd (a lease or metadata that is no object has none)
-// and nothing else. *idValue is the lease id as sent when it was no string
+// and metadata?.remoteCwd (a lease or metadata that is not an object has none)
+// and nothing else. *idValue is the lease id as sent when it is not a string
 // (leaseIDMember).
 func syncParamsPreparer(method string, idValue *any) func(map[string]json.RawMessage) error {
 	return func(obj map[string]json.RawMessage) error {
@@ -180,8 +180,8 @@ func nullEntries(obj map[string]json.RawMessage) error {
 }
 
 // syncMappingMembers reads a mapping's members as the plugin does, where it
-// reads them leniently: a `kind` that is no string is neither "file" nor
-// "directory", so the mapping is dropped; an `access` that is no string is
+// reads them leniently: a `kind` that is not a string is neither "file" nor
+// "directory", so the mapping is dropped; an `access` that is not a string is
 // not "rw"; a `writablePath` is only an advisory value (its String()); only
 // a directory's `exclude` is read, spread as `[...(exclude ?? [])]` (a
 // string as its characters); followSymlinks is tested for truthiness.
@@ -237,7 +237,7 @@ func syncMode(m map[string]json.RawMessage, isDir bool) {
 }
 
 // coerceNumber replaces a member the plugin uses in arithmetic with
-// JavaScript's Number() of it when it is no number (null stays: the plugin
+// JavaScript's Number() of it when it is not a number (null stays: the plugin
 // tests it with `!= null`). When that is NaN or infinite, the member becomes
 // notFinite(), or is dropped when notFinite is nil.
 func coerceNumber(obj map[string]json.RawMessage, key string, notFinite func() json.RawMessage) {
@@ -249,12 +249,9 @@ func coerceNumber(obj map[string]json.RawMessage, key string, notFinite func() j
 	case "number", "null":
 		return
 	}
-	dec := json.NewDecoder(bytes.NewReader(v))
-	dec.UseNumber()
-	var x any
 	f := math.NaN()
-	if dec.Decode(&x) == nil {
-		f = jsNumber(x)
+	if x, ok := js.Decode(v); ok {
+		f = js.Number(x)
 	}
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		if notFinite == nil {
@@ -342,7 +339,7 @@ func syncOperations(method string, in []protocol.SyncOperation) ([]filesync.Oper
 						return nil, err
 					}
 				}
-				mode := int64(jsToInt32(*m.Mode))
+				mode := int64(js.ToInt32(*m.Mode))
 				fm.Mode = &mode
 			}
 			o.Files[j] = fm
@@ -361,7 +358,7 @@ func syncOperations(method string, in []protocol.SyncOperation) ([]filesync.Oper
 // integer in [0, 2^32-1] (its validateUint32), word for word; nil for a
 // mode it takes. Ours would otherwise apply ToInt32 of it (-1 is 07777).
 func nodeFileModeError(f float64) error {
-	received := jsNumberString(f)
+	received := js.FormatNumber(f)
 	isInt := f == math.Trunc(f) && !math.IsInf(f, 0)
 	if isInt && math.Abs(f) > 1<<32 {
 		received = nodeNumericalSeparator(received)
@@ -388,14 +385,6 @@ func nodeNumericalSeparator(v string) string {
 		res = "_" + v[i-3:i] + res
 	}
 	return v[:i] + res
-}
-
-// jsToInt32 is JavaScript's ToInt32, which `mode & 0o7777` applies.
-func jsToInt32(f float64) int32 {
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0
-	}
-	return int32(uint32(int64(math.Mod(math.Trunc(f), 1<<32))))
 }
 
 // syncStates holds the per-lease sync state: the advisory writable set the

@@ -80,14 +80,6 @@ func TestSyncInRecordsTheAdvisoryWritableSet(t *testing.T) {
 	assert.Empty(t, writableDirsFor(t, w, raw))
 }
 
-func TestJSToInt32(t *testing.T) {
-	for in, want := range map[float64]int32{
-		384: 384, 384.9: 384, -1: -1, 4294967296 + 420: 420, 1e20: 1661992960, -0.5: 0,
-	} {
-		assert.Equal(t, want, jsToInt32(in), "%v", in)
-	}
-}
-
 func TestSyncCachesAreBounded(t *testing.T) {
 	var s syncStates
 	first := s.cache("lease-0")
@@ -150,7 +142,7 @@ func TestSyncModesAreReadAsThePluginReadsThem(t *testing.T) {
 }
 
 // Mapping members the plugin reads leniently never fail the call: a kind
-// that is no string drops the mapping, an access that is no string is not
+// that is not a string drops the mapping, an access that is not a string is not
 // "rw", a writablePath is only an advisory value, and only a directory's
 // exclude is read ([...exclude]: a string gives its characters).
 func TestSyncMappingMembersAreReadAsThePluginReadsThem(t *testing.T) {
@@ -185,7 +177,7 @@ func TestSyncMappingMembersAreReadAsThePluginReadsThem(t *testing.T) {
 }
 
 // A sync-out file's numeric mode goes to the plugin's fs.chmod, which
-// refuses one that is no integer in [0, 2^32-1] with these words (Node 20).
+// refuses one that is not an integer in [0, 2^32-1] with these words (Node 20).
 func TestNodeFileModeError(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[float64]string{

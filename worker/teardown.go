@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -70,7 +71,7 @@ func (w *Worker) openTeardown(ctx context.Context, p teardownParams, cfg DriverC
 // end finishes the teardown. Whatever path it took (the sandbox may even
 // be gone already), no login PTY or duplex channel of the lease outlives it.
 func (t *teardown) end() {
-	if t.sc.idValue == nil { // no terminal is open on a lease id that is no string
+	if t.sc.idValue == nil { // no terminal is open on a lease id that is not a string
 		t.w.closeLeaseTerminals(context.Background(), t.sc.providerLeaseID)
 	}
 	t.w.leases.endTeardown(t.key)
@@ -78,7 +79,7 @@ func (t *teardown) end() {
 }
 
 // teardownParams are release/stop/destroy params as decodeTeardown reads
-// them: idValue is a providerLeaseId that was no string (leaseIDValue).
+// them: idValue is a providerLeaseId that is not a string (leaseIDValue).
 type teardownParams struct {
 	protocol.ReleaseLeaseParams
 	idValue any
@@ -92,15 +93,15 @@ func (p teardownParams) echo(res any) any {
 		return res
 	}
 	return struct {
-		ProviderLeaseID jsJSON `json:"providerLeaseId"`
-		State           string `json:"state"`
-	}{jsJSON{p.idValue}, r.State}
+		ProviderLeaseID json.RawMessage `json:"providerLeaseId"`
+		State           string          `json:"state"`
+	}{json.RawMessage(js.Stringify(p.idValue)), r.State}
 }
 
 // decodeTeardown decodes release/stop/destroy params and their config, as
 // the plugin reads them: a falsy providerLeaseId (absent, null, "", 0,
 // false) means there is nothing to tear down, and is checked before the
-// config is read (noLease); any other that is no string is used as it is
+// config is read (noLease); any other that is not a string is used as it is
 // (leaseIDValue); cancelActiveWork is tested for truthiness.
 func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (p teardownParams, cfg DriverConfig, noLease bool, err error) {
 	err = decodeDriverParams(method, raw, &p.ReleaseLeaseParams, func(obj map[string]json.RawMessage) error {
@@ -348,7 +349,7 @@ func (t *teardown) setAutoDelete(ctx context.Context, s *leaseSandbox, minutes i
 // controlBound bounds one control-plane call of a teardown: the lease's
 // livenessTimeoutMs, or terminateBound when that is disabled.
 func (t *teardown) controlBound() time.Duration {
-	if ms := t.sc.config.LivenessTimeoutMs; ms > 0 && isFinite(ms) {
+	if ms := t.sc.config.LivenessTimeoutMs; ms > 0 && js.IsFinite(ms) {
 		return daytona.MillisecondsDuration(ms)
 	}
 	return t.terminateBound()

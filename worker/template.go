@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -37,7 +38,7 @@ func sanitizeSnapshotName(label *string, fallback string) string {
 	}
 	var b strings.Builder
 	dash := false
-	for _, r := range jsToLower(strings.TrimFunc(value, isJSWhitespace)) {
+	for _, r := range js.ToLower(js.Trim(value)) {
 		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
 			b.WriteRune(r)
 			dash = false
@@ -58,33 +59,13 @@ func sanitizeSnapshotName(label *string, fallback string) string {
 	return cleaned
 }
 
-// jsToLower is String#toLowerCase where it differs from Go's simple case
-// mapping in a way that can reach [a-z]: U+0130 lowers to "i" plus a
-// combining dot (which then becomes a dash), not to a bare "i".
-func jsToLower(s string) string {
-	return strings.ToLower(strings.ReplaceAll(s, "\u0130", "i\u0307"))
-}
-
 // captureTimeoutMs is the capture's own timeoutMs when it is a positive
 // finite number (truncated), else the config's.
 func captureTimeoutMs(raw json.RawMessage, configMs float64) float64 {
-	if n, ok := rawJSONNumber(raw); ok && isFinite(n) && n > 0 {
-		return jsTrunc(n)
+	if n, ok := rawJSONNumber(raw); ok && js.IsFinite(n) && n > 0 {
+		return js.Trunc(n)
 	}
 	return configMs
-}
-
-// jsTruthy is Boolean(value) for a raw JSON member (absent is undefined).
-func jsTruthy(raw json.RawMessage) bool {
-	switch t := strings.TrimSpace(string(raw)); t {
-	case "", "null", "false", `""`:
-		return false
-	default:
-		if n, ok := rawJSONNumber(raw); ok {
-			return n != 0 && n == n
-		}
-		return true
-	}
 }
 
 // captureMetadata is the capture result's metadata, in the plugin's order.
@@ -108,12 +89,12 @@ func (w *Worker) captureTemplate(ctx context.Context, raw json.RawMessage) (any,
 	// ("paperclip-undefined-…" without one); elsewhere the base members
 	// are only cache keys.
 	envText := ""
-	// The label is read (and a label that is no string refused) only once
+	// The label is read (and a label that is not a string refused) only once
 	// the sandbox has been found, as the plugin reads it.
 	var labelErr error
 	var idValue any
 	err := decodeDriverParams(protocol.MethodEnvironmentCaptureTemplate, raw, &p, func(obj map[string]json.RawMessage) error {
-		envText = jsTemplateText(obj["environmentId"])
+		envText = js.StringJSON(obj["environmentId"])
 		keyOnlyBase(obj)
 		idValue = leaseIDMember(obj, "providerLeaseId")
 		switch jsonKindOf(obj["templateLabel"]) {
@@ -160,9 +141,9 @@ func (w *Worker) captureTemplate(ctx context.Context, raw json.RawMessage) (any,
 			TemplateKind: protocol.TemplateKindSnapshot,
 			TemplateRef:  ref,
 			Metadata: captureMetadata{
-				Provider: providerName, SandboxID: s.id(), CapturedAt: isoMillis(w.now()),
-				SourceTemplateRefRedacted:   jsTruthy(p.SourceTemplateRef),
-				PreviousTemplateRefRedacted: jsTruthy(p.PreviousTemplateRef),
+				Provider: providerName, SandboxID: s.id(), CapturedAt: js.ISOString(w.now()),
+				SourceTemplateRefRedacted:   js.TruthyJSON(p.SourceTemplateRef),
+				PreviousTemplateRefRedacted: js.TruthyJSON(p.PreviousTemplateRef),
 				TimeoutMs:                   timeoutMs,
 			},
 		}, nil
@@ -397,13 +378,13 @@ func (c *capture) reap(ctx context.Context) bool {
 // going) counts as deleted, so a retried delete succeeds.
 func (w *Worker) deleteTemplate(ctx context.Context, raw json.RawMessage) (any, error) {
 	var p protocol.DeleteTemplateParams
-	var badKind *string // a kind that is no string, as String() renders it
+	var badKind *string // a kind that is not a string, as String() renders it
 	err := decodeDriverParams(protocol.MethodEnvironmentDeleteTemplate, raw, &p, func(obj map[string]json.RawMessage) error {
 		keyOnlyBase(obj)
 		switch k := obj["templateKind"]; jsonKindOf(k) {
 		case "", "null", "string":
 		default:
-			text := jsTemplateText(k)
+			text := js.StringJSON(k)
 			badKind = &text
 			delete(obj, "templateKind")
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/pty"
 	"github.com/paperclipai/daytona-worker/rpc"
@@ -196,7 +197,7 @@ func (w *Worker) terminalClients() []*daytona.Client {
 		out = append(out, c)
 	}
 	w.clients.mu.Unlock()
-	key := strings.TrimFunc(w.env("DAYTONA_API_KEY"), isJSWhitespace)
+	key := js.Trim(w.env("DAYTONA_API_KEY"))
 	if key == "" {
 		return out
 	}
@@ -265,7 +266,7 @@ func requireRouteID(method, id string) error {
 // scope only the provider lease id is read (falsy, or any value that is no
 // string: no sandbox resolves, as no handle's id equals it), the other
 // base members only match labels after a restart (row terminal-after-restart),
-// and a login descriptor member that is no string fails the descriptor check.
+// and a login descriptor member that is not a string fails the descriptor check.
 func prepareTerminalOpen(obj map[string]json.RawMessage) error {
 	keyOnlyBase(obj)
 	if leaseIDMember(obj, "providerLeaseId") != nil {
@@ -275,7 +276,7 @@ func prepareTerminalOpen(obj map[string]json.RawMessage) error {
 	return nil
 }
 
-// emptyUnlessString replaces members that are no string with "": ids the
+// emptyUnlessString replaces members that are not strings with "": ids the
 // plugin looks entries up by (a Map whose keys are strings, an exact ===),
 // which then match nothing, as no entry has an empty id.
 func emptyUnlessString(obj map[string]json.RawMessage, keys ...string) {
@@ -293,7 +294,7 @@ func terminalPairParams(obj map[string]json.RawMessage) error {
 }
 
 // closeRoute reads a close's route: the echo, and the id to close by
-// ("" when it is no string: the plugin's Map lookup finds nothing then).
+// ("" when it is not a string: the plugin's Map lookup finds nothing then).
 // The plugin echoes hostRouteId as it was sent, whatever its type, and
 // never reads workerSessionId: the host confirms the close by comparing
 // the echo with what it sent, and retires a worker whose acknowledgement

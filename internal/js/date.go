@@ -1,14 +1,14 @@
-package worker
+package js
 
 import (
 	"strings"
 	"time"
 )
 
-// parseJSDate is V8's Date.parse for the forms a deadline plausibly comes
-// in, as milliseconds since the epoch. The plugin gives a deadline it
-// cannot parse no TTL and no expiry, and the host then releases the lease
-// (it fails closed), so a form the plugin reads must be read here too:
+// ParseDate is V8's Date.parse, as milliseconds since the epoch, for the
+// forms a deadline plausibly comes in. The plugin gives a deadline it cannot
+// parse no TTL and no expiry, and the host then releases the lease (it fails
+// closed), so a form the plugin reads must be read here too:
 //   - the ECMAScript date-time format (toISOString's output and its
 //     shortenings: 2099, 2099-01, 2099-01-01, 2099-01-01T00:00Z, six-digit
 //     signed years, any number of fraction digits, ±HH:mm or ±HHMM), with a
@@ -18,11 +18,11 @@ import (
 //   - toUTCString's and toString's outputs (RFC 1123 with GMT or ±hhmm).
 //
 // A date alone is UTC; a time without an offset is local time (loc), as in
-// JavaScript. A number alone, such as a requestedExpiresAt sent as a
-// number reads (String(43127)), is read as V8's legacy parser reads it
-// (parseLegacyNumber). Other legacy forms ("Jan 1 2099", "2099/01/01",
-// "1.5") are not read (row expiry-legacy-date-forms).
-func parseJSDate(s string, loc *time.Location) (int64, bool) {
+// JavaScript. Digits alone, such as a number's String() ("43127"), are read
+// as V8's legacy parser reads them (parseLegacyNumber). Other legacy forms
+// ("Jan 1 2099", "2099/01/01", "1.5") are not read (differences.txt, row
+// expiry-legacy-date-forms).
+func ParseDate(s string, loc *time.Location) (int64, bool) {
 	if ms, ok := parseISODate(s, loc); ok {
 		return ms, true
 	}
@@ -204,7 +204,7 @@ func parseISODate(s string, loc *time.Location) (int64, bool) {
 // 1999, and 100 up to 275760 that year; always January 1st (of the month),
 // midnight local time.
 func parseLegacyNumber(s string, loc *time.Location) (int64, bool) {
-	s = strings.TrimFunc(s, isJSWhitespace)
+	s = Trim(s)
 	if s == "" || len(s) > 6 {
 		return 0, false
 	}
@@ -232,3 +232,6 @@ func parseLegacyNumber(s string, loc *time.Location) (int64, bool) {
 	}
 	return time.Date(year, month, 1, 0, 0, 0, 0, loc).UnixMilli(), true
 }
+
+// ISOString is Date.prototype.toISOString of t, for years 0 to 9999.
+func ISOString(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }

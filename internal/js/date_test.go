@@ -1,4 +1,4 @@
-package worker
+package js
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 
 // The expected values are Node 20's Date.parse of the same strings, under
 // TZ=UTC and TZ=America/New_York (local: the second column when it differs).
-func TestParseJSDateReadsWhatDateParseReads(t *testing.T) {
+func TestParseDateReadsWhatDateParseReads(t *testing.T) {
 	t.Parallel()
 	newYork, err := time.LoadLocation("America/New_York")
 	if err != nil {
@@ -91,6 +91,15 @@ func TestParseJSDateReadsWhatDateParseReads(t *testing.T) {
 		{"", nan, 0},
 		{"nonsense", nan, 0},
 		{"1e12", nan, 0},
+		{"2099-01-01Zx", nan, 0},
+		{"2099-01-01 ", 4070908800000, 4070926800000},
+		{"2099-01-01T25:00Z", nan, 0},
+		{"2099-01-01T00:60Z", nan, 0},
+		{"2099-01-01 00:00:00 GMT", 4070908800000, 0},
+		{"2099-01-01 00:00:00 gmt", 4070908800000, 0},
+		{"2099-01-01T00:00:00 GMT", nan, 0},
+		{"2099-01-01T00:00:00+01:60", nan, 0},
+		{"2099-01-01T00:00:00+0160", nan, 0},
 	}
 	for _, tt := range tests {
 		for _, zone := range []struct {
@@ -101,7 +110,7 @@ func TestParseJSDateReadsWhatDateParseReads(t *testing.T) {
 			if want == 0 {
 				want = tt.utc
 			}
-			got, ok := parseJSDate(tt.in, zone.loc)
+			got, ok := ParseDate(tt.in, zone.loc)
 			if want == nan {
 				assert.False(t, ok, "%q in %s: Date.parse is NaN, got %d", tt.in, zone.loc, got)
 				continue
@@ -111,4 +120,11 @@ func TestParseJSDateReadsWhatDateParseReads(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestISOString(t *testing.T) {
+	t.Parallel()
+	ny := time.FixedZone("", -5*3600)
+	assert.Equal(t, "2099-01-01T05:00:00.120Z", ISOString(time.Date(2099, 1, 1, 0, 0, 0, 120_999_999, ny)))
+	assert.Equal(t, "1970-01-01T00:00:00.000Z", ISOString(time.UnixMilli(0)))
 }
