@@ -315,7 +315,8 @@ func (c *Client) build(ctx context.Context, r *request) (*http.Request, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, r.url.String(), body)
 	if err != nil {
-		return nil, fmt.Errorf("daytona: build %s %s: %w", r.method, sanitizeURL(r.url), err)
+		// A parse error quotes the URL, credentials and all: keep its reason only.
+		return nil, fmt.Errorf("daytona: build %s %s: %w", r.method, sanitizeURL(r.url), unwrapURLError(err))
 	}
 	for k, v := range c.header {
 		req.Header[k] = slices.Clone(v)
@@ -351,7 +352,7 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 				terr.Deadline = d.Sub(sent)
 			}
 			c.log.Debug().Str("method", r.method).Str("url", sanitizeURL(r.url)).Int("attempt", attempt).
-				AnErr("cause", err).Msg("daytona request failed")
+				AnErr("cause", terr.Err).Msg("daytona request failed")
 			if ctx.Err() != nil || !c.retryableTransport(r, err) {
 				return nil, terr
 			}

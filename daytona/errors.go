@@ -548,37 +548,22 @@ func parseRetryAfterValue(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// sensitiveQueryKey reports query parameters whose values are secrets
-// (preview tokens, SSH tokens, signed-URL signatures).
-func sensitiveQueryKey(k string) bool {
-	k = strings.ToLower(k)
-	for _, s := range []string{"token", "key", "auth", "secret", "signature", "sig", "password", "credential"} {
-		if strings.Contains(k, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// sanitizeURL renders u without user info and with secret query values redacted.
+// sanitizeURL renders u for errors and logs: no user info, no fragment, and
+// every query value replaced (a query may carry a token or a signature; the
+// names alone say what the request was).
 func sanitizeURL(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
 	cp := *u
 	cp.User = nil
+	cp.Fragment, cp.RawFragment = "", ""
 	if cp.RawQuery != "" {
 		q := cp.Query()
-		changed := false
 		for k := range q {
-			if sensitiveQueryKey(k) {
-				q[k] = []string{"REDACTED"}
-				changed = true
-			}
+			q[k] = []string{"REDACTED"}
 		}
-		if changed {
-			cp.RawQuery = q.Encode()
-		}
+		cp.RawQuery = q.Encode()
 	}
 	return cp.String()
 }

@@ -184,9 +184,11 @@ func TestSSHTokenNeverInErrors(t *testing.T) {
 func TestSanitizeURL(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"https://u:p@h/x?path=/a&token=abc":                "https://h/x?path=%2Fa&token=REDACTED",
-		"wss://h/x?DAYTONA_SANDBOX_AUTH_KEY=k&follow=true": "wss://h/x?DAYTONA_SANDBOX_AUTH_KEY=REDACTED&follow=true",
-		"https://h/x?path=/a":                              "https://h/x?path=/a",
+		"https://u:p@h/x?path=/a&token=abc":                "https://h/x?path=REDACTED&token=REDACTED",
+		"wss://h/x?DAYTONA_SANDBOX_AUTH_KEY=k&follow=true": "wss://h/x?DAYTONA_SANDBOX_AUTH_KEY=REDACTED&follow=REDACTED",
+		"https://h/x?path=/a":                              "https://h/x?path=REDACTED",
+		"http://key@h:1/api#frag":                          "http://h:1/api",
+		"http://h/api?%zz=1&a=2#x":                         "http://h/api?a=REDACTED",
 	} {
 		u := mustParse(t, in)
 		if got := sanitizeURL(u); got != want {
