@@ -507,16 +507,15 @@ func (c *Client) sendJSONUntilDone(ctx context.Context, method string, u *url.UR
 }
 
 // parseHTTPURL parses an http(s) base URL. Its errors never quote the URL
-// as given: it may carry credentials (user info, a token in the query),
-// and the message reaches the host and the logs. Another scheme gets
-// axios's words, which the Node worker shows for it.
+// as given: it may carry credentials (user info, a token in the query).
+// Another scheme is a *SchemeError.
 func parseHTTPURL(raw, what string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimRight(raw, "/"))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("daytona: %s is not a valid URL", what)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("Unsupported protocol %s:", u.Scheme)
+		return nil, &SchemeError{Scheme: u.Scheme}
 	case u.Host == "":
 		return nil, fmt.Errorf("daytona: %s %s has no host", what, sanitizeURL(u))
 	}

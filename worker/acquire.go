@@ -164,14 +164,14 @@ type acquisition struct {
 // says so in the plugin's terms.
 func (a *acquisition) phaseError(bctx context.Context, phase string, err error) error {
 	if errors.Is(context.Cause(bctx), errShuttingDown) {
-		return fmt.Errorf("Daytona lease acquisition cancelled during %s: %w (%w)", phase, errShuttingDown, err)
+		return withText(fmt.Sprintf("Daytona lease acquisition cancelled during %s: %s (%s)", phase, errShuttingDown, errText(err)), errShuttingDown, err)
 	}
 	budgetSpent := errors.Is(bctx.Err(), context.DeadlineExceeded) && a.parent.Err() == nil
 	if phase == "create" {
 		return createError(err, budgetSpent, a.cfg)
 	}
 	if budgetSpent {
-		return fmt.Errorf("Daytona lease acquisition exceeded %d ms during %s (timed out): %w", a.budget.Milliseconds(), phase, err)
+		return withText(fmt.Sprintf("Daytona lease acquisition exceeded %d ms during %s (timed out): %s", a.budget.Milliseconds(), phase, errText(err)), err)
 	}
 	return err
 }
@@ -292,7 +292,7 @@ func (a *acquisition) envelope(cause error, providerLeaseID, observed string) er
 	return &protocol.CreationCleanupError{
 		// The message is the failure's own, as the reference reports it; the
 		// envelope in error.data is what tells the host to clean up.
-		Message: cause.Error(),
+		Message: errText(cause),
 		Cleanup: protocol.CreationCleanup{
 			ProviderLeaseID: providerLeaseID, ObservedProviderLeaseID: observed,
 			CompanyID: a.params.CompanyID, EnvironmentID: a.params.EnvironmentID, RunID: a.params.RunID,

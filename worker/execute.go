@@ -300,7 +300,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 // started (so trying again cannot run it twice).
 type notDispatched struct{ err error }
 
-func (e *notDispatched) Error() string { return e.err.Error() }
+func (e *notDispatched) Error() string { return errText(e.err) }
 func (e *notDispatched) Unwrap() error { return e.err }
 
 // refusedBeforeRunning wraps err when Daytona refused the request outright
@@ -456,10 +456,10 @@ func (c *command) sdkTimeoutMessage(err error) string {
 	if !c.gitNet {
 		// The SDK's text as it is: a timed-out result needs no word for the
 		// host's transient classifier, which reads errors only.
-		text := err.Error()
+		text := errText(err)
 		var ae *daytona.APIError
 		if errors.As(err, &ae) {
-			text = ae.Message
+			text = sdkMessage(ae)
 		}
 		if msg := strings.TrimFunc(text, isJSWhitespace); msg != "" {
 			return msg
@@ -862,11 +862,11 @@ func sessionGone(err error) bool {
 	if errors.Is(err, daytona.ErrNotFound) {
 		return true
 	}
-	if !errors.Is(err, daytona.ErrServer) {
+	var ae *daytona.APIError
+	if !errors.As(err, &ae) || !errors.Is(ae, daytona.ErrServer) || ae.Cut {
 		return false
 	}
-	msg := err.Error()
-	return strings.Contains(msg, "session not found") || strings.Contains(msg, "session shell has exited")
+	return strings.Contains(ae.Message, "session not found") || strings.Contains(ae.Message, "session shell has exited")
 }
 
 // sessionFor returns the lease's persistent session, opening it once for

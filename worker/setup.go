@@ -331,10 +331,10 @@ type setupAttempt struct {
 
 func (su *setupAttempt) phaseError(bctx context.Context, phase string, err error) error {
 	if errors.Is(context.Cause(bctx), errShuttingDown) {
-		return fmt.Errorf("Daytona interactive setup cancelled during %s: %w (%w)", phase, errShuttingDown, err)
+		return withText(fmt.Sprintf("Daytona interactive setup cancelled during %s: %s (%s)", phase, errShuttingDown, errText(err)), errShuttingDown, err)
 	}
 	if errors.Is(bctx.Err(), context.DeadlineExceeded) && su.parent.Err() == nil {
-		return fmt.Errorf("Daytona interactive setup exceeded %d ms during %s (timed out): %w", su.budget.Milliseconds(), phase, err)
+		return withText(fmt.Sprintf("Daytona interactive setup exceeded %d ms during %s (timed out): %s", su.budget.Milliseconds(), phase, errText(err)), err)
 	}
 	return err
 }
