@@ -683,8 +683,8 @@ func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cm
 }
 
 // activity records when a followed stream last delivered output. The stream
-// stamps it on every write (a log of 1 KiB frames writes 100,000 times per
-// 100 MB) and the watchdog reads it only when its timer fires: a channel
+// stamps it on every write (once per frame of a log) and the watchdog reads
+// it only when its timer fires: a channel
 // the stream signalled would wake the watchdog's goroutine for every frame.
 type activity struct {
 	base time.Time    // monotonic reference
