@@ -56,9 +56,15 @@ var (
 	ErrResponseCut = errors.New("daytona: response cut short")
 )
 
-// InvalidArgumentError is a call refused before any request was sent, worded
-// as the SDK words the same refusal. It matches ErrInvalidArgument.
-type InvalidArgumentError struct{ Message string }
+// InvalidArgumentError is a call refused before any request was sent. It
+// matches ErrInvalidArgument.
+type InvalidArgumentError struct {
+	Message string
+	// Arg names the parameter refused ("language", "autoStopInterval"), and
+	// Value is the refused value as given; both are empty when no single
+	// parameter is at fault.
+	Arg, Value string
+}
 
 func (e *InvalidArgumentError) Error() string { return e.Message }
 

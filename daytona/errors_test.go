@@ -343,22 +343,24 @@ func TestTransportErrorMatches(t *testing.T) {
 	}
 }
 
-// Create refuses what the SDK refuses, in its words, before any request.
+// Create refuses what the SDK refuses before any request, naming the
+// parameter and the value it refused.
 func TestCreateRefusesLikeTheSDK(t *testing.T) {
 	t.Parallel()
 	c, _, _, _ := setup(t) // any request would fail the test: no route
 	for _, tc := range []struct {
-		p    CreateParams
-		want string
+		p               CreateParams
+		arg, value, msg string
 	}{
-		{CreateParams{Language: "ruby"}, "Invalid code-toolbox-language: ruby. Supported languages: python, typescript, javascript"},
-		{CreateParams{Language: "Python"}, "Invalid code-toolbox-language: Python. Supported languages: python, typescript, javascript"},
-		{CreateParams{AutoStopInterval: ptr(-1.0)}, "autoStopInterval must be a non-negative integer"},
-		{CreateParams{AutoArchiveInterval: ptr(-5.0)}, "autoArchiveInterval must be a non-negative integer"},
+		{CreateParams{Language: "ruby"}, "language", "ruby", `daytona: create: unsupported language "ruby" (supported: python, typescript, javascript)`},
+		{CreateParams{Language: "Python"}, "language", "Python", `daytona: create: unsupported language "Python" (supported: python, typescript, javascript)`},
+		{CreateParams{AutoStopInterval: ptr(-1.0)}, "autoStopInterval", "-1", "daytona: create: autoStopInterval must be a non-negative integer"},
+		{CreateParams{AutoArchiveInterval: ptr(2.5)}, "autoArchiveInterval", "2.5", "daytona: create: autoArchiveInterval must be a non-negative integer"},
 	} {
 		_, err := c.Create(t.Context(), tc.p)
-		if err == nil || err.Error() != tc.want || !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("Create(%+v) = %v, want %q matching ErrInvalidArgument", tc.p, err, tc.want)
+		var ie *InvalidArgumentError
+		if !errors.As(err, &ie) || ie.Arg != tc.arg || ie.Value != tc.value || err.Error() != tc.msg || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Create(%+v) = %v (%+v), want %q refusing %s=%s", tc.p, err, ie, tc.msg, tc.arg, tc.value)
 		}
 	}
 }

@@ -43,6 +43,8 @@ func errText(err error) string {
 		return sandboxStateText(e)
 	case *daytona.SchemeError:
 		return "Unsupported protocol " + e.Scheme + ":"
+	case *daytona.InvalidArgumentError:
+		return invalidArgumentText(e)
 	}
 	return err.Error()
 }
@@ -185,6 +187,18 @@ func clientDeadlineMessage(deadline time.Duration) string {
 	return "HTTP request timed out" + after + " waiting for a response. This is a client-side deadline" +
 		" (DaytonaConfig.requestTimeoutMs, or the per-call operation/execution timeout); any operation" +
 		" already started on the server may still be running."
+}
+
+// invalidArgumentText is the SDK's refusal of a create parameter it checks
+// before sending anything.
+func invalidArgumentText(e *daytona.InvalidArgumentError) string {
+	switch e.Arg {
+	case "language":
+		return fmt.Sprintf("Invalid %s: %s. Supported languages: %s", daytona.LanguageLabel, e.Value, strings.Join(daytona.Languages, ", "))
+	case "autoStopInterval", "autoArchiveInterval", "ttlMinutes":
+		return e.Arg + " must be a non-negative integer"
+	}
+	return e.Error()
 }
 
 // waitVerb is how the SDK names reaching targets in its timeout messages.

@@ -66,6 +66,9 @@ func TestErrText(t *testing.T) {
 		{&daytona.SandboxStateError{SandboxID: "s", State: daytona.StateError, Reason: "r", Target: []daytona.SandboxState{daytona.StateDestroyed}}, "Sandbox s failed to delete with state: error, error reason: r"},
 
 		{&daytona.SchemeError{Scheme: "ftp"}, "Unsupported protocol ftp:"},
+		{&daytona.InvalidArgumentError{Arg: "language", Value: "ruby", Message: "x"}, "Invalid code-toolbox-language: ruby. Supported languages: python, typescript, javascript"},
+		{&daytona.InvalidArgumentError{Arg: "ttlMinutes", Value: "-1", Message: "x"}, "ttlMinutes must be a non-negative integer"},
+		{&daytona.InvalidArgumentError{Message: "daytona: create: set either Image or Snapshot, not both"}, "daytona: create: set either Image or Snapshot, not both"},
 		{errors.New("the worker's own words"), "the worker's own words"},
 	} {
 		if got := errText(tc.err); got != tc.want {

@@ -120,7 +120,7 @@ func New(host Host, opts Options) *Worker {
 		outputBlocks: &largeBlocks{maxMapped: maxMappedOutput},
 		execOrder:    newExecOrder(),
 	}
-	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger})
+	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger, ErrorText: errText})
 	return w
 }
 
