@@ -21,7 +21,8 @@ import (
 // host. The client says what happened in REST terms; the Node plugin passed
 // on what its SDK made of the same failure (the API's message, axios' and
 // Node's network wording, the SDK's own sentences), and the host must read
-// the same.
+// the same. Packages that compose host messages around the client's errors
+// (sync, pty) are given these functions rather than wording them again.
 
 // errText is the message the host reads for err. Only err itself is worded
 // here, not what it wraps: an error of the worker's that wraps a Daytona
