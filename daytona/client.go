@@ -315,7 +315,8 @@ func (c *Client) build(ctx context.Context, r *request) (*http.Request, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, r.url.String(), body)
 	if err != nil {
-		return nil, fmt.Errorf("daytona: build %s %s: %w", r.method, sanitizeURL(r.url), err)
+		// A parse error quotes the URL, credentials and all: keep its reason only.
+		return nil, fmt.Errorf("daytona: build %s %s: %w", r.method, sanitizeURL(r.url), unwrapURLError(err))
 	}
 	for k, v := range c.header {
 		req.Header[k] = slices.Clone(v)
@@ -351,7 +352,7 @@ func (c *Client) send(ctx context.Context, r *request) (*http.Response, error) {
 				terr.Deadline = d.Sub(sent)
 			}
 			c.log.Debug().Str("method", r.method).Str("url", sanitizeURL(r.url)).Int("attempt", attempt).
-				AnErr("cause", err).Msg("daytona request failed")
+				AnErr("cause", terr.Err).Msg("daytona request failed")
 			if ctx.Err() != nil || !c.retryableTransport(r, err) {
 				return nil, terr
 			}
@@ -506,16 +507,15 @@ func (c *Client) sendJSONUntilDone(ctx context.Context, method string, u *url.UR
 }
 
 // parseHTTPURL parses an http(s) base URL. Its errors never quote the URL
-// as given: it may carry credentials (user info, a token in the query),
-// and the message reaches the host and the logs. Another scheme gets
-// axios's words, which the Node worker shows for it.
+// as given: it may carry credentials (user info, a token in the query).
+// Another scheme is a *SchemeError.
 func parseHTTPURL(raw, what string) (*url.URL, error) {
 	u, err := url.Parse(strings.TrimRight(raw, "/"))
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("daytona: %s is not a valid URL", what)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("Unsupported protocol %s:", u.Scheme)
+		return nil, &SchemeError{Scheme: u.Scheme}
 	case u.Host == "":
 		return nil, fmt.Errorf("daytona: %s %s has no host", what, sanitizeURL(u))
 	}

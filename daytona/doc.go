@@ -37,20 +37,27 @@
 //
 // # Errors
 //
-// A non-2xx response is an *APIError (status, code, message from the JSON
-// "message", then "error", then the raw body bounded to 64 KiB, then the
-// status text). It matches the sentinels with errors.Is: ErrBadRequest 400,
-// ErrUnauthorized 401, ErrForbidden 403, ErrNotFound 404, ErrTimeout 408 and
-// 504, ErrConflict 409, ErrGone 410, ErrRateLimited 429 (RetryAfter parsed
-// from Retry-After and Retry-After-{name}), ErrServer 5xx. A request without
-// a response is a *TransportError wrapping the cause; a deadline there
-// matches both ErrTimeout and context.DeadlineExceeded. Wait timeouts match
-// ErrTimeout and context.DeadlineExceeded; a 408 matches ErrTimeout only (the
-// server gave up, not the caller). Dropped WebSocket streams are
-// *StreamError values matching ErrStreamDropped. IsTransient tells which
-// errors are worth retrying later; transient errors are worded with
-// "rate limit", "service unavailable", "network", "timeout" or "timed out"
-// so that message-based classifiers recognise them.
+// Errors speak REST, not any SDK's wording. A non-2xx response is an
+// *APIError: the request (method and sanitized URL), the status, the body's
+// code, and the API's own message (the JSON "message", then "error", then
+// the raw body, bounded to 64 KiB; empty when the body says nothing). It
+// matches the sentinels with errors.Is: ErrBadRequest 400, ErrUnauthorized
+// 401, ErrForbidden 403, ErrNotFound 404, ErrTimeout 408 and 504,
+// ErrConflict 409, ErrGone 410, ErrRateLimited 429 (RetryAfter parsed from
+// Retry-After and Retry-After-{name}), ErrServer 5xx. A request without a
+// response is a *TransportError wrapping the cause; a deadline there matches
+// both ErrTimeout and context.DeadlineExceeded, a failure before anything
+// was sent matches ErrNotSent, and a body lost midway matches
+// ErrResponseCut. Wait timeouts (*WaitTimeoutError) match ErrTimeout and
+// context.DeadlineExceeded; a 408 matches ErrTimeout only (the server gave
+// up, not the caller). Dropped WebSocket streams are *StreamError values
+// matching ErrStreamDropped. IsTransient tells which errors are worth
+// retrying later. How a caller words these for its own users is its choice.
+//
+// No error text or log line carries the API key or a URL's user info,
+// query values or fragment: URLs are rendered by one sanitizer, and
+// net/http's *url.Error, which quotes the URL, is unwrapped where the
+// client builds its errors.
 //
 // # Retries
 //

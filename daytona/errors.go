@@ -10,12 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/internal/js"
@@ -56,39 +52,53 @@ var (
 	// ErrStreamDropped matches a WebSocket stream (session logs, PTY) whose
 	// connection was lost without a close frame.
 	ErrStreamDropped = errors.New("daytona: stream dropped")
+	// ErrResponseCut matches a response whose body ended early: the
+	// connection was lost after the headers, before the end of the body.
+	ErrResponseCut = errors.New("daytona: response cut short")
 )
 
-// InvalidArgumentError is a call refused before any request was sent, worded
-// as the SDK words the same refusal. It matches ErrInvalidArgument.
-type InvalidArgumentError struct{ Message string }
+// InvalidArgumentError is a call refused before any request was sent. It
+// matches ErrInvalidArgument.
+type InvalidArgumentError struct {
+	Message string
+	// Arg names the parameter refused ("language", "autoStopInterval"), and
+	// Value is the refused value as given; both are empty when no single
+	// parameter is at fault.
+	Arg, Value string
+}
 
 func (e *InvalidArgumentError) Error() string { return e.Message }
 
 func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
 
+// SchemeError is an API URL whose scheme is neither http nor https.
+type SchemeError struct{ Scheme string }
+
+func (e *SchemeError) Error() string {
+	return fmt.Sprintf("daytona: unsupported URL scheme %q", e.Scheme)
+}
+
 // maxErrorBody bounds how much of an error response body is read and kept.
 const maxErrorBody = 64 << 10
 
 // APIError is a non-2xx response from the control plane or the toolbox.
-//
-// Its Error text is the API's own message, as the official SDK carries it
-// ("Sandbox with ID or name x not found", "Invalid credentials"), so the host
-// sees what the Node worker would show it; method, path and status are in
-// the fields (and in Detail, for logs). For the statuses worth retrying (429,
-// 408 and 5xx) a word the host's transient classifier matches is appended
-// when the message has none.
+// Its text names the request, the status and the API's own message.
 type APIError struct {
 	StatusCode int
 	// Code is the machine-readable code from the body ("NOT_FOUND",
 	// "REQUEST_TIMEOUT", "FILE_NOT_FOUND", ...), empty when there is none.
 	Code string
-	// Message is the SDK's message: the body's "message" when it is a
-	// string, else its "error" when that is a string, else the body itself
-	// (JSON re-rendered compactly, text as sent), else axios' "Request
-	// failed with status code N". The API key is redacted from it.
+	// Message is the API's own message, found as the official SDK finds it:
+	// the body's "message" when it is a string, else its "error" when that
+	// is a string, else the body itself (JSON re-rendered compactly, text as
+	// sent). It is empty when the body says nothing. The API key is
+	// redacted from it.
 	Message string
-	Method  string
-	// URL is the request URL with credentials in the query redacted.
+	// Cut reports a body that ended early (see ErrResponseCut); Message and
+	// Code then come from what arrived.
+	Cut    bool
+	Method string
+	// URL is the request URL as sanitizeURL renders it.
 	URL string
 	// Path is the URL path of the request.
 	Path string
@@ -99,20 +109,21 @@ type APIError struct {
 	RetryAfter time.Duration
 }
 
+// Error reads "daytona: GET https://host/api/sandbox/x: 404 Not Found
+// [NOT_FOUND]: Sandbox with ID or name x not found".
 func (e *APIError) Error() string {
-	return e.Message + transientHint(e.StatusCode, e.Message)
-}
-
-// Detail is the request behind the error, for debug logs: method, path,
-// status and code. It holds no credentials.
-func (e *APIError) Detail() string {
 	var b strings.Builder
+	b.WriteString("daytona: ")
 	if e.Method != "" {
 		b.WriteString(e.Method)
 		b.WriteByte(' ')
 	}
-	b.WriteString(e.Path)
-	b.WriteString(" -> ")
+	if e.URL != "" {
+		b.WriteString(e.URL)
+	} else {
+		b.WriteString(e.Path)
+	}
+	b.WriteString(": ")
 	b.WriteString(strconv.Itoa(e.StatusCode))
 	if t := http.StatusText(e.StatusCode); t != "" {
 		b.WriteByte(' ')
@@ -123,9 +134,12 @@ func (e *APIError) Detail() string {
 		b.WriteString(e.Code)
 		b.WriteByte(']')
 	}
-	if e.RetryAfter > 0 {
-		b.WriteString(" retry after ")
-		b.WriteString(e.RetryAfter.String())
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	if e.Cut {
+		b.WriteString(" (response cut short)")
 	}
 	return b.String()
 }
@@ -153,69 +167,31 @@ func (e *APIError) Is(target error) bool {
 	case ErrTimeout:
 		return e.StatusCode == http.StatusRequestTimeout || e.StatusCode == http.StatusGatewayTimeout ||
 			e.Code == "REQUEST_TIMEOUT"
+	case ErrResponseCut:
+		return e.Cut
 	}
 	return false
 }
 
-// transientWords is the host's transient classifier (host-runtime §6.3):
-// a message matching it is retried.
-var transientWords = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(?i)\b(timeout|timed out|rate limit|temporar|network|connection reset|service unavailable)\b`)
-})
-
-// HostTransient reports whether the host would retry an error with message
-// msg as transient.
-func HostTransient(msg string) bool { return transientWords().MatchString(msg) }
-
-// transientHint is the word appended to the message of a status worth
-// retrying, when the message lacks one: the Node worker passes such errors
-// through without it, and the host then gives up on a lease it could have
-// resumed.
-func transientHint(status int, msg string) string {
-	var word string
-	switch {
-	case status == http.StatusTooManyRequests:
-		word = "rate limit"
-	case status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout:
-		word = "timed out"
-	case status >= 500:
-		word = "service unavailable"
-	default:
-		return ""
-	}
-	if HostTransient(msg) {
-		return ""
-	}
-	return " (Daytona " + word + ")"
-}
-
-// TransportError is a request that got no HTTP response: the connection
-// failed, was reset, or the caller's context ended. Its Error text is worded
-// as Node's HTTP client words the same failure (the text the SDK passes
-// on: "connect ECONNREFUSED 127.0.0.1:9", "socket hang up", ...), with a
-// word the host's transient classifier matches appended when it has none.
+// TransportError is a request that got no HTTP response, or whose body
+// could not be read to its end: the connection failed, was reset, or the
+// caller's context ended.
 type TransportError struct {
 	Method string
-	// URL is the request URL with credentials in the query redacted.
+	// URL is the request URL as sanitizeURL renders it.
 	URL string
+	// Err is the cause, without the URL net/http would quote (it may hold
+	// credentials): a *net.OpError, a *net.DNSError, a context error, an
+	// error matching ErrResponseCut, ...
 	Err error
 	// Deadline is how long the request was given (its context's deadline
 	// when it started), zero when it had none.
 	Deadline time.Duration
 }
 
+// Error reads "daytona: POST https://host/api/sandbox: dial tcp ...".
 func (e *TransportError) Error() string {
-	msg := nodeNetworkMessage(e.Err, e.Deadline)
-	switch {
-	case errors.Is(e.Err, context.Canceled), HostTransient(msg):
-		return msg
-	}
-	return msg + " (Daytona network error)"
-}
-
-// Detail is the request behind the error, for debug logs.
-func (e *TransportError) Detail() string {
-	return fmt.Sprintf("%s %s: %v", e.Method, e.URL, e.Err)
+	return "daytona: " + e.Method + " " + e.URL + ": " + e.Err.Error()
 }
 
 func (e *TransportError) Unwrap() error { return e.Err }
@@ -243,56 +219,6 @@ func notSent(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// clientDeadlineMessage is the SDK's message for a request whose deadline
-// passed before the response came; the deadline is given in whole seconds'
-// worth of milliseconds, as the SDK's per-call timeouts are.
-func clientDeadlineMessage(deadline time.Duration) string {
-	after := ""
-	if deadline > 0 {
-		ms := (deadline + time.Second - 1).Truncate(time.Second).Milliseconds()
-		after = " after " + strconv.FormatInt(ms, 10) + "ms"
-	}
-	return "HTTP request timed out" + after + " waiting for a response. This is a client-side deadline" +
-		" (DaytonaConfig.requestTimeoutMs, or the per-call operation/execution timeout); any operation" +
-		" already started on the server may still be running."
-}
-
-// nodeNetworkMessage words a failed request as Node's HTTP client does.
-func nodeNetworkMessage(err error, deadline time.Duration) string {
-	var dnsErr *net.DNSError
-	var opErr *net.OpError
-	addr := ""
-	if errors.As(err, &opErr) && opErr.Addr != nil {
-		addr = " " + opErr.Addr.String()
-	}
-	switch {
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded), isNetTimeout(err):
-		return clientDeadlineMessage(deadline)
-	case errors.As(err, new(*bodyAbortedError)):
-		return msgBodyAborted
-	case errors.As(err, &dnsErr):
-		if dnsErr.IsNotFound {
-			return "getaddrinfo ENOTFOUND " + dnsErr.Name
-		}
-		return "getaddrinfo EAI_AGAIN " + dnsErr.Name
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connect ECONNREFUSED" + addr
-	case errors.Is(err, syscall.ENETUNREACH):
-		return "connect ENETUNREACH" + addr
-	case errors.Is(err, syscall.EHOSTUNREACH):
-		return "connect EHOSTUNREACH" + addr
-	case errors.Is(err, syscall.ECONNRESET):
-		return "read ECONNRESET"
-	case errors.Is(err, syscall.EPIPE):
-		return "write EPIPE"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "socket hang up"
-	}
-	return err.Error()
-}
-
 func isNetTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -308,33 +234,13 @@ type WaitTimeoutError struct {
 	Timeout   time.Duration
 }
 
-// Error is the SDK's message for the same wait ("Sandbox failed to become
-// ready within the timeout period").
 func (e *WaitTimeoutError) Error() string {
-	return "Sandbox failed to " + waitVerb(e.Target) + " within the timeout period"
-}
-
-// Detail adds what the wait saw, for debug logs.
-func (e *WaitTimeoutError) Detail() string {
-	return fmt.Sprintf("sandbox %s did not reach %s within %s (last state %q)",
+	return fmt.Sprintf("daytona: sandbox %s did not reach %s within %s (last state %q)",
 		e.SandboxID, joinStates(e.Target), e.Timeout, e.LastState)
 }
 
 func (e *WaitTimeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
-}
-
-// waitVerb is how the SDK names reaching targets in its timeout messages.
-func waitVerb(targets []SandboxState) string {
-	switch {
-	case slices.Equal(targets, []SandboxState{StateStarted}):
-		return "become ready"
-	case slices.Contains(targets, StateStopped):
-		return "become stopped"
-	case slices.Equal(targets, []SandboxState{StateDestroyed}):
-		return "be destroyed"
-	}
-	return "reach " + joinStates(targets)
 }
 
 // SandboxStateError is a lifecycle wait that ended because the sandbox
@@ -344,27 +250,16 @@ type SandboxStateError struct {
 	State       SandboxState
 	Reason      string
 	Recoverable bool
-	// Target is what the wait was waiting for; it picks the SDK's wording.
+	// Target is what the wait was waiting for.
 	Target []SandboxState
 }
 
-// Error is the SDK's message for the same failure ("Sandbox <id> failed to
-// start with status: error, error reason: <reason>"); an absent reason reads
-// "undefined", as JavaScript's template string renders it.
 func (e *SandboxStateError) Error() string {
-	reason := e.Reason
-	if reason == "" {
-		reason = "undefined"
+	msg := fmt.Sprintf("daytona: sandbox %s reached %s waiting for %s", e.SandboxID, e.State, joinStates(e.Target))
+	if e.Reason != "" {
+		msg += ": " + e.Reason
 	}
-	switch {
-	case slices.Equal(e.Target, []SandboxState{StateStarted}):
-		return fmt.Sprintf("Sandbox %s failed to start with status: %s, error reason: %s", e.SandboxID, e.State, reason)
-	case slices.Contains(e.Target, StateStopped):
-		return fmt.Sprintf("Sandbox failed to stop with status: %s, error reason: %s", e.State, reason)
-	case slices.Equal(e.Target, []SandboxState{StateDestroyed}):
-		return fmt.Sprintf("Sandbox %s failed to delete with state: %s, error reason: %s", e.SandboxID, e.State, reason)
-	}
-	return fmt.Sprintf("Sandbox %s failed with state: %s", e.SandboxID, e.State)
+	return msg
 }
 
 func (e *SandboxStateError) Is(target error) bool { return target == ErrSandboxFailed }
@@ -407,30 +302,18 @@ func RetryAfter(err error) (time.Duration, bool) {
 func (c *Client) newAPIError(method string, u *url.URL, resp *http.Response) *APIError {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := c.apiErrorFromBody(method, u, resp.StatusCode, resp.Header, body)
-	if err != nil && (resp.Request == nil || resp.Request.Context().Err() == nil) {
-		// axios reads the whole body before it settles: one cut short
-		// fails with its own message, whatever the status.
-		e.Message = msgBodyAborted
-	}
+	// A body cut short by the caller's own cancellation is no fault of the
+	// response's.
+	e.Cut = err != nil && (resp.Request == nil || resp.Request.Context().Err() == nil)
 	return e
 }
 
-// msgBodyAborted is axios' message for a response whose connection was lost
-// after its headers, before the end of its body.
-const msgBodyAborted = "stream has been aborted"
-
-// bodyAbortedError is a response body that could not be read to its end
-// (the connection reset or closed after the headers came).
-type bodyAbortedError struct{ err error }
-
-func (e *bodyAbortedError) Error() string { return e.err.Error() }
-func (e *bodyAbortedError) Unwrap() error { return e.err }
-
-// bodyError is the error of a failed read of a 2xx response's body: worded
-// as axios words it unless the caller's context ended (then that says more).
+// bodyError is the error of a failed read of a 2xx response's body: it
+// matches ErrResponseCut unless the caller's context ended or the read
+// timed out (then that says more).
 func (c *Client) bodyError(ctx context.Context, r *request, err error) *TransportError {
 	if ctx.Err() == nil && !isNetTimeout(err) {
-		err = &bodyAbortedError{err}
+		err = fmt.Errorf("%w: %w", ErrResponseCut, err)
 	}
 	return c.transportError(ctx, r, err)
 }
@@ -447,10 +330,6 @@ func (c *Client) apiErrorFromBody(method string, u *url.URL, status int, header 
 		e.Path = u.EscapedPath()
 	}
 	e.Code, e.Message = parseErrorBody(body)
-	if e.Message == "" {
-		// axios' own message, which the SDK falls back to.
-		e.Message = "Request failed with status code " + strconv.Itoa(status)
-	}
 	e.Message = c.redact(e.Message)
 	return e
 }
@@ -459,7 +338,7 @@ func (c *Client) apiErrorFromBody(method string, u *url.URL, status int, header 
 // (createAxiosDaytonaError): the message is the body's "message" if it is a
 // string, else its "error" if that is a string, else the body itself, a JSON
 // value re-rendered compactly (JSON.stringify) or the text as sent. An empty
-// result means the SDK would fall back to axios' message.
+// result means the body says nothing.
 func parseErrorBody(body []byte) (code, message string) {
 	// axios decodes the body as UTF-8 text first: each ill-formed
 	// sequence becomes one U+FFFD, in text and JSON strings alike.
@@ -549,37 +428,22 @@ func parseRetryAfterValue(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// sensitiveQueryKey reports query parameters whose values are secrets
-// (preview tokens, SSH tokens, signed-URL signatures).
-func sensitiveQueryKey(k string) bool {
-	k = strings.ToLower(k)
-	for _, s := range []string{"token", "key", "auth", "secret", "signature", "sig", "password", "credential"} {
-		if strings.Contains(k, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// sanitizeURL renders u without user info and with secret query values redacted.
+// sanitizeURL renders u for errors and logs: no user info, no fragment, and
+// every query value replaced (a query may carry a token or a signature; the
+// names alone say what the request was).
 func sanitizeURL(u *url.URL) string {
 	if u == nil {
 		return ""
 	}
 	cp := *u
 	cp.User = nil
+	cp.Fragment, cp.RawFragment = "", ""
 	if cp.RawQuery != "" {
 		q := cp.Query()
-		changed := false
 		for k := range q {
-			if sensitiveQueryKey(k) {
-				q[k] = []string{"REDACTED"}
-				changed = true
-			}
+			q[k] = []string{"REDACTED"}
 		}
-		if changed {
-			cp.RawQuery = q.Encode()
-		}
+		cp.RawQuery = q.Encode()
 	}
 	return cp.String()
 }

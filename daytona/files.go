@@ -321,9 +321,8 @@ type Download struct {
 	Writer io.Writer
 }
 
-// ErrNoFileData is a bulk download that sent nothing for a file; the text is
-// the SDK's for that case.
-var ErrNoFileData = errors.New("No data received for this file")
+// ErrNoFileData is a bulk download that sent nothing for a file.
+var ErrNoFileData = errors.New("daytona: no data received for the file")
 
 // DownloadResult reports one file of DownloadFiles. Err is non-nil when the
 // daemon sent an error part (an *APIError, matching ErrNotFound for a

@@ -206,14 +206,15 @@ func (c *Client) createBody(p CreateParams) (*createBody, error) {
 	if p.Image != "" && p.Snapshot != "" {
 		return nil, &InvalidArgumentError{Message: "daytona: create: set either Image or Snapshot, not both"}
 	}
-	// The SDK's checks, in its order and words: every sandbox carries its
+	// The SDK's checks, in its order: every sandbox carries its
 	// code-toolbox language (python unless one is given).
 	language := p.Language
 	if language == "" {
 		language = LanguagePython
 	}
 	if !slices.Contains(Languages, language) {
-		return nil, &InvalidArgumentError{Message: fmt.Sprintf("Invalid %s: %s. Supported languages: %s", LanguageLabel, language, strings.Join(Languages, ", "))}
+		return nil, &InvalidArgumentError{Arg: "language", Value: language,
+			Message: fmt.Sprintf("daytona: create: unsupported language %q (supported: %s)", language, strings.Join(Languages, ", "))}
 	}
 	var ttl *float64
 	if p.TTLMinutes != nil {
@@ -224,7 +225,8 @@ func (c *Client) createBody(p CreateParams) (*createBody, error) {
 		value *float64
 	}{{"autoStopInterval", p.AutoStopInterval}, {"autoArchiveInterval", p.AutoArchiveInterval}, {"ttlMinutes", ttl}} {
 		if v.value != nil && (*v.value < 0 || *v.value != math.Trunc(*v.value) || math.IsInf(*v.value, 0)) {
-			return nil, &InvalidArgumentError{Message: v.name + " must be a non-negative integer"}
+			return nil, &InvalidArgumentError{Arg: v.name, Value: strconv.FormatFloat(*v.value, 'g', -1, 64),
+				Message: "daytona: create: " + v.name + " must be a non-negative integer"}
 		}
 	}
 	if p.Resources != nil && p.Image == "" {

@@ -73,6 +73,10 @@ type Options struct {
 	OutboxBytes int
 	// Remember is how many closed routes are remembered; default 8192.
 	Remember int
+	// ErrorText words a failed terminal write in the message the host
+	// reads; the worker passes its wording of Daytona's errors. Default
+	// err.Error().
+	ErrorText func(err error) string
 }
 
 // Manager owns every login PTY and duplex channel of a worker. It is safe
@@ -82,6 +86,7 @@ type Manager struct {
 	newID       func() string
 	log         zerolog.Logger
 	outboxBytes int
+	errText     func(error) string
 
 	base   context.Context // parent of every session's context; ends at Close
 	cancel context.CancelFunc
@@ -113,9 +118,12 @@ func New(opts Options) *Manager {
 	if opts.Remember <= 0 {
 		opts.Remember = defaultRemembered
 	}
+	if opts.ErrorText == nil {
+		opts.ErrorText = func(err error) string { return err.Error() }
+	}
 	base, cancel := context.WithCancel(context.Background())
 	return &Manager{
-		sink: opts.Sink, newID: opts.NewID, log: opts.Logger, outboxBytes: opts.OutboxBytes,
+		sink: opts.Sink, newID: opts.NewID, log: opts.Logger, outboxBytes: opts.OutboxBytes, errText: opts.ErrorText,
 		base: base, cancel: cancel,
 		logins: map[string]*session{}, loginIDs: map[string]*session{}, duplexes: map[string]*session{},
 		closedLogins: newMemory(opts.Remember), closedRoutes: newMemory(opts.Remember),
@@ -462,10 +470,19 @@ func (s *session) input(ctx context.Context, p []byte) error {
 				term.disconnect()
 			})
 		}
-		return fmt.Errorf("%s: write to session %q failed: %w", s.kind(), s.route.SessionID, err)
+		return &writeError{text: fmt.Sprintf("%s: write to session %q failed: %s", s.kind(), s.route.SessionID, s.m.errText(err)), err: err}
 	}
 	return nil
 }
+
+// writeError is a terminal write that failed, worded for the host.
+type writeError struct {
+	text string
+	err  error
+}
+
+func (e *writeError) Error() string { return e.text }
+func (e *writeError) Unwrap() error { return e.err }
 
 // stop kills the session's process; its exit is reported as usual.
 func (s *session) stop(ctx context.Context) error {

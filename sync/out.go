@@ -199,7 +199,7 @@ func (c *Config) outFiles(ctx context.Context, mappings []Mapping) (int64, int64
 		}
 		if rerr != nil {
 			cleanup()
-			return 0, 0, fmt.Errorf("Daytona syncOut download failed for %s: %s", m.SourcePath, downloadErrorText(rerr))
+			return 0, 0, fmt.Errorf("Daytona syncOut download failed for %s: %s", m.SourcePath, c.FileErrorText(rerr))
 		}
 	}
 	var total int64
@@ -259,19 +259,6 @@ func specialBits(mode int64) os.FileMode {
 		fm |= os.ModeSticky
 	}
 	return fm
-}
-
-// downloadErrorText is a per-file download failure as the SDK words it:
-// the daemon's message, or "No data received for this file".
-func downloadErrorText(err error) string {
-	var apiErr *daytona.APIError
-	switch {
-	case errors.As(err, &apiErr) && apiErr.Message != "":
-		return apiErr.Message
-	case errors.Is(err, daytona.ErrNoFileData):
-		return daytona.ErrNoFileData.Error()
-	}
-	return err.Error()
 }
 
 // outDir fetches one directory mapping: the source's real path must stay
@@ -368,7 +355,7 @@ func (c *Config) downloadInto(ctx context.Context, remoteTar, source string, x *
 		case len(results) == 0:
 			derr = fmt.Errorf("Daytona syncOut directory download failed for %s: no response returned", source)
 		case results[0].Err != nil:
-			derr = fmt.Errorf("Daytona syncOut directory download failed for %s: %s", source, downloadErrorText(results[0].Err))
+			derr = fmt.Errorf("Daytona syncOut directory download failed for %s: %s", source, c.FileErrorText(results[0].Err))
 		default:
 			n = results[0].Bytes
 		}

@@ -93,6 +93,10 @@ type Config struct {
 	// since compressing can only move CPU time from one process of this
 	// machine to another. Elsewhere the level follows the upload's pace.
 	Local bool
+	// FileErrorText words a failed download of one file in sync's own
+	// messages; the worker passes its wording of Daytona's errors. Default
+	// err.Error().
+	FileErrorText func(err error) string
 }
 
 func (c *Config) defaults() {
@@ -107,6 +111,9 @@ func (c *Config) defaults() {
 	}
 	if c.Tracer == nil {
 		c.Tracer = noTracer{}
+	}
+	if c.FileErrorText == nil {
+		c.FileErrorText = func(err error) string { return err.Error() }
 	}
 }
 

@@ -6,17 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
-
-// cleanupGrace bounds the deletion of a sandbox whose acquisition failed. It
-// runs after the acquire budget, inside the 30 s the host adds to it.
-const cleanupGrace = 20 * time.Second
 
 // leaseResult is an acquired or resumed lease as the worker returns it:
 // expiresAt is written on acquire (null when there is none), left out on resume.
@@ -83,26 +78,33 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	attempt := w.newID()
 	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID,
 		reuseLease: cfg.ReuseLease, runID: p.RunID, attemptID: attempt})
-	a := &acquisition{w: w, client: client, params: p, cfg: cfg, account: account, attempt: attempt,
-		name: createNamePrefix + attempt, labels: labels, budget: budget, parent: ctx}
-	// Tracked until the sandbox is handed over or cleaned up: Close waits
-	// for the cleanup (bounded) instead of exiting in the middle of it.
-	a.creation, err = w.creations.begin("acquire", a.name)
+	a := &createAttempt{w: w, client: client, parent: ctx, budget: budget, what: "lease acquisition",
+		name: createNamePrefix + attempt, attempt: attempt,
+		wordCreate: func(err error, budgetSpent bool) error { return createError(err, budgetSpent, cfg) },
+	}
+	a.envelope = func(err error, providerLeaseID, observed string) error {
+		return &protocol.CreationCleanupError{
+			// The message is the failure's own, as the reference reports it;
+			// the envelope in error.data is what tells the host to clean up.
+			Message: errText(err),
+			Cleanup: protocol.CreationCleanup{
+				ProviderLeaseID: providerLeaseID, ObservedProviderLeaseID: observed,
+				CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID, RunID: p.RunID,
+				AttemptID: attempt, AccountFingerprint: account, Labels: labels,
+			},
+		}
+	}
+	bctx, release, err := a.begin("acquire")
 	if err != nil {
 		return nil, err
 	}
-	defer a.creation.end()
-	bctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	bctx, unbind := a.creation.bind(bctx)
-	defer unbind()
+	defer release()
 
 	sbx, err := client.Create(bctx, createParams(cfg, a.name, labels))
 	if err != nil {
 		return nil, a.createFailed(bctx, err)
 	}
-	a.sandboxID = sbx.ID
-	a.creation.created(sbx.ID)
+	a.created(sbx.ID)
 	if sbx.State != daytona.StateStarted {
 		got, err := waitStartedWithin(ctx, bctx, client, sbx.ID)
 		if err != nil {
@@ -144,38 +146,6 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	}, nil
 }
 
-// acquisition is one acquire attempt, for its failure paths.
-type acquisition struct {
-	w         *Worker
-	client    *daytona.Client
-	params    protocol.AcquireLeaseParams
-	cfg       DriverConfig
-	account   string
-	attempt   string
-	name      string
-	labels    map[string]string
-	budget    time.Duration
-	parent    context.Context
-	creation  *creation
-	sandboxID string
-}
-
-// phaseError words a failure of one acquisition phase; a budget overrun
-// says so in the plugin's terms.
-func (a *acquisition) phaseError(bctx context.Context, phase string, err error) error {
-	if errors.Is(context.Cause(bctx), errShuttingDown) {
-		return fmt.Errorf("Daytona lease acquisition cancelled during %s: %w (%w)", phase, errShuttingDown, err)
-	}
-	budgetSpent := errors.Is(bctx.Err(), context.DeadlineExceeded) && a.parent.Err() == nil
-	if phase == "create" {
-		return createError(err, budgetSpent, a.cfg)
-	}
-	if budgetSpent {
-		return fmt.Errorf("Daytona lease acquisition exceeded %d ms during %s (timed out): %w", a.budget.Milliseconds(), phase, err)
-	}
-	return err
-}
-
 // createTimeoutError is the SDK's create failing on a timeout (its own
 // deadline, a wait that ran out, a 408/504): the message names the create
 // timeout in whole seconds, as Daytona.create words it (the JavaScript
@@ -198,107 +168,6 @@ func createError(err error, budgetSpent bool, cfg DriverConfig) error {
 		return &createTimeoutError{seconds: jsTimeoutSeconds(cfg.TimeoutMs), err: err}
 	}
 	return err
-}
-
-// cleanupContext outlives the acquire budget (and the caller's cancellation)
-// just long enough to delete what was created, and ends before the worker
-// exits so that the envelope can still reach the host.
-func (a *acquisition) cleanupContext() (context.Context, context.CancelFunc) {
-	return a.creation.cleanupContext(a.parent)
-}
-
-// failAfterCreate deletes the sandbox this attempt created. If the delete
-// itself fails, the host gets the envelope so it can retry the cleanup.
-func (a *acquisition) failAfterCreate(bctx context.Context, phase string, cause error) error {
-	err := a.phaseError(bctx, phase, cause)
-	cctx, cancel := a.cleanupContext()
-	defer cancel()
-	if derr := cleanupDelete(cctx, a.client, a.sandboxID); derr != nil {
-		a.w.log.Warn().Str("sandbox", a.sandboxID).Err(derr).Msg("cannot delete the sandbox of a failed acquisition")
-		return a.envelope(err, a.sandboxID, "")
-	}
-	return err
-}
-
-// createFailed handles a create call that failed. A definite refusal (a 4xx
-// other than a timeout) created nothing. Otherwise the sandbox may exist:
-// look it up by its attempt name and delete it; when that cannot be
-// confirmed, the host gets the envelope to clean up later.
-func (a *acquisition) createFailed(bctx context.Context, cause error) error {
-	err := a.phaseError(bctx, "create", cause)
-	if definitelyNotCreated(cause) {
-		return err
-	}
-	cctx, cancel := a.cleanupContext()
-	defer cancel()
-	switch found, outcome := removeUncertainCreate(cctx, a.client, a.name, a.attempt); outcome {
-	case createRemoved, createNotOurs:
-		return err
-	case createDeleteFailed:
-		return a.envelope(err, a.name, found)
-	default:
-		return a.envelope(err, a.name, "")
-	}
-}
-
-// uncertainCreate is what removeUncertainCreate found.
-type uncertainCreate int
-
-const (
-	// createUnknown: nothing under the name yet, or the lookup failed. Not
-	// there yet is no proof it never will be: the request may still be in
-	// flight at the provider.
-	createUnknown      uncertainCreate = iota
-	createRemoved                      // found with the attempt's label, and deleted
-	createNotOurs                      // a sandbox of that name without the attempt's label: left alone
-	createDeleteFailed                 // found, but the delete failed
-)
-
-// removeUncertainCreate looks for the sandbox a create whose outcome is
-// unknown may have made, by the attempt's name, and deletes it when its
-// label proves it is the attempt's. It returns the sandbox id it found.
-func removeUncertainCreate(ctx context.Context, client *daytona.Client, name, attempt string) (string, uncertainCreate) {
-	sbx, err := client.Get(ctx, name)
-	switch {
-	case err != nil:
-		return "", createUnknown
-	case sbx.Labels[labelCreateAttempt] != attempt:
-		// Someone else's sandbox under our name cannot happen with a fresh
-		// uuid; never delete what is not provably ours.
-		return sbx.ID, createNotOurs
-	}
-	if err := cleanupDelete(ctx, client, sbx.ID); err != nil {
-		return sbx.ID, createDeleteFailed
-	}
-	return sbx.ID, createRemoved
-}
-
-// definitelyNotCreated reports a create failure that proves no sandbox
-// exists: the request never left (refused before sending, connection
-// refused, unknown host) or Daytona refused it outright.
-func definitelyNotCreated(err error) bool {
-	if errors.Is(err, daytona.ErrInvalidArgument) || errors.Is(err, daytona.ErrNotSent) {
-		return true
-	}
-	var ae *daytona.APIError
-	if !errors.As(err, &ae) {
-		return false
-	}
-	return ae.StatusCode >= 400 && ae.StatusCode < 500 &&
-		ae.StatusCode != http.StatusRequestTimeout && ae.StatusCode != http.StatusConflict
-}
-
-func (a *acquisition) envelope(cause error, providerLeaseID, observed string) error {
-	return &protocol.CreationCleanupError{
-		// The message is the failure's own, as the reference reports it; the
-		// envelope in error.data is what tells the host to clean up.
-		Message: cause.Error(),
-		Cleanup: protocol.CreationCleanup{
-			ProviderLeaseID: providerLeaseID, ObservedProviderLeaseID: observed,
-			CompanyID: a.params.CompanyID, EnvironmentID: a.params.EnvironmentID, RunID: a.params.RunID,
-			AttemptID: a.attempt, AccountFingerprint: a.account, Labels: a.labels,
-		},
-	}
 }
 
 type expiry struct {

@@ -301,7 +301,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 // started (so trying again cannot run it twice).
 type notDispatched struct{ err error }
 
-func (e *notDispatched) Error() string { return e.err.Error() }
+func (e *notDispatched) Error() string { return errText(e.err) }
 func (e *notDispatched) Unwrap() error { return e.err }
 
 // refusedBeforeRunning wraps err when Daytona refused the request outright
@@ -457,10 +457,10 @@ func (c *command) sdkTimeoutMessage(err error) string {
 	if !c.gitNet {
 		// The SDK's text as it is: a timed-out result needs no word for the
 		// host's transient classifier, which reads errors only.
-		text := err.Error()
+		text := errText(err)
 		var ae *daytona.APIError
 		if errors.As(err, &ae) {
-			text = ae.Message
+			text = sdkMessage(ae)
 		}
 		if msg := js.Trim(text); msg != "" {
 			return msg
@@ -684,9 +684,9 @@ func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cm
 }
 
 // activity records when a followed stream last delivered output. The stream
-// stamps it on every write (once per frame, very often for a large output)
-// and the watchdog reads it only when its timer fires: a channel the stream
-// signalled would wake the watchdog's goroutine for every frame.
+// stamps it on every write (once per frame of a log) and the watchdog reads
+// it only when its timer fires: a channel
+// the stream signalled would wake the watchdog's goroutine for every frame.
 type activity struct {
 	base time.Time    // monotonic reference
 	last atomic.Int64 // nanoseconds after base of the last output
@@ -863,11 +863,11 @@ func sessionGone(err error) bool {
 	if errors.Is(err, daytona.ErrNotFound) {
 		return true
 	}
-	if !errors.Is(err, daytona.ErrServer) {
+	var ae *daytona.APIError
+	if !errors.As(err, &ae) || !errors.Is(ae, daytona.ErrServer) || ae.Cut {
 		return false
 	}
-	msg := err.Error()
-	return strings.Contains(msg, "session not found") || strings.Contains(msg, "session shell has exited")
+	return strings.Contains(ae.Message, "session not found") || strings.Contains(ae.Message, "session shell has exited")
 }
 
 // sessionFor returns the lease's persistent session, opening it once for

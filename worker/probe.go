@@ -45,7 +45,7 @@ func (w *Worker) probe(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err != nil {
 		return protocol.ProbeResult{OK: false, Summary: "Daytona sandbox probe failed.", Metadata: map[string]any{
 			"provider": providerName, "image": cfg.Image, "snapshot": cfg.Snapshot,
-			"timeoutMs": cfg.TimeoutMs, "reuseLease": cfg.ReuseLease, "error": err.Error(),
+			"timeoutMs": cfg.TimeoutMs, "reuseLease": cfg.ReuseLease, "error": errText(err),
 		}}, nil
 	}
 	return protocol.ProbeResult{OK: true, Summary: fmt.Sprintf("Connected to Daytona sandbox %s.", meta["sandboxName"]), Metadata: meta}, nil

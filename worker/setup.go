@@ -258,24 +258,19 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 	}
 	labels := buildLabels(labelInput{companyID: p.CompanyID, environmentID: p.EnvironmentID, reuseLease: cfg.ReuseLease,
 		setupSessionID: sessionID, purpose: setupPurpose, attemptID: attempt})
-	su := &setupAttempt{w: w, client: client, parent: ctx, budget: budget, name: setupNamePrefix + attempt, attempt: attempt}
-	// Tracked until the sandbox is handed over or cleaned up, for Close.
-	su.creation, err = w.creations.begin("interactive setup", su.name)
+	su := &createAttempt{w: w, client: client, parent: ctx, budget: budget, what: "interactive setup",
+		name: setupNamePrefix + attempt, attempt: attempt}
+	bctx, release, err := su.begin("interactive setup")
 	if err != nil {
 		return nil, err
 	}
-	defer su.creation.end()
-	bctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	bctx, unbind := su.creation.bind(bctx)
-	defer unbind()
+	defer release()
 
 	sbx, err := client.Create(bctx, createParams(cfg, su.name, labels))
 	if err != nil {
 		return nil, su.createFailed(bctx, err)
 	}
-	su.sandboxID = sbx.ID
-	su.creation.created(sbx.ID)
+	su.created(sbx.ID)
 	if sbx.State != daytona.StateStarted {
 		got, err := client.WaitUntilStarted(bctx, sbx.ID, budget)
 		if err != nil {
@@ -313,70 +308,6 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 		ConnectionPayload: conn.payload,
 		Metadata:          newSetupMetadata(cfg, sbx, shell, remoteCwd, p.SourceTemplateRef != nil && *p.SourceTemplateRef != ""),
 	}, nil
-}
-
-// setupAttempt is one interactive-setup creation, for its failure paths.
-type setupAttempt struct {
-	w         *Worker
-	client    *daytona.Client
-	parent    context.Context
-	budget    time.Duration
-	name      string
-	attempt   string
-	creation  *creation
-	sandboxID string
-}
-
-func (su *setupAttempt) phaseError(bctx context.Context, phase string, err error) error {
-	if errors.Is(context.Cause(bctx), errShuttingDown) {
-		return fmt.Errorf("Daytona interactive setup cancelled during %s: %w (%w)", phase, errShuttingDown, err)
-	}
-	if errors.Is(bctx.Err(), context.DeadlineExceeded) && su.parent.Err() == nil {
-		return fmt.Errorf("Daytona interactive setup exceeded %d ms during %s (timed out): %w", su.budget.Milliseconds(), phase, err)
-	}
-	return err
-}
-
-func (su *setupAttempt) cleanupContext() (context.Context, context.CancelFunc) {
-	return su.creation.cleanupContext(su.parent)
-}
-
-// failAfterCreate deletes the sandbox this attempt created.
-func (su *setupAttempt) failAfterCreate(bctx context.Context, phase string, cause error) error {
-	err := su.phaseError(bctx, phase, cause)
-	cctx, cancel := su.cleanupContext()
-	defer cancel()
-	if derr := cleanupDelete(cctx, su.client, su.sandboxID); derr != nil {
-		su.w.log.Warn().Str("sandbox", su.sandboxID).Err(derr).Msg("cannot delete the sandbox of a failed interactive setup")
-	}
-	return err
-}
-
-// createFailed handles a create whose outcome may be a sandbox after all:
-// it is found by the attempt's name and deleted if it carries the attempt's
-// label. A definite refusal created nothing.
-func (su *setupAttempt) createFailed(bctx context.Context, cause error) error {
-	err := su.phaseError(bctx, "create", cause)
-	if definitelyNotCreated(cause) {
-		return err
-	}
-	cctx, cancel := su.cleanupContext()
-	defer cancel()
-	sbx, gerr := su.client.Get(cctx, su.name)
-	switch {
-	case errors.Is(gerr, daytona.ErrNotFound):
-		su.w.log.Warn().Str("name", su.name).Msg("an interactive setup sandbox may still appear after a failed create; it carries the name and labels of its attempt")
-		return err
-	case gerr != nil:
-		su.w.log.Warn().Str("name", su.name).Err(gerr).Msg("cannot look up the sandbox of a failed interactive setup create")
-		return err
-	case sbx.Labels[labelCreateAttempt] != su.attempt:
-		return err
-	}
-	if derr := cleanupDelete(cctx, su.client, sbx.ID); derr != nil {
-		su.w.log.Warn().Str("sandbox", sbx.ID).Err(derr).Msg("cannot delete the sandbox of a failed interactive setup create")
-	}
-	return err
 }
 
 // missingSetup is the answer for a setup whose sandbox is gone (or was never

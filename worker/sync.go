@@ -91,7 +91,8 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		conf := filesync.Config{
 			Sandbox: s.toolbox(), RemoteDir: remoteDir, TimeoutSeconds: secs,
 			Tracer: &syncTracer{w: w, ctx: ctx}, NewID: w.newID, Now: w.now,
-			Local: isLoopbackURL(s.snapshot().ToolboxProxyURL, w.apiURL(sc.config)),
+			Local:         isLoopbackURL(s.snapshot().ToolboxProxyURL, w.apiURL(sc.config)),
+			FileErrorText: fileErrText,
 		}
 		var results []filesync.Result
 		if in {

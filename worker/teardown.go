@@ -235,7 +235,7 @@ func (w *Worker) stopRetained(ctx context.Context, p teardownParams, cfg DriverC
 	}
 	// Retained files must outlive the stop: no auto-delete, confirmed.
 	if err := t.setAutoDelete(ctx, s, -1); err != nil {
-		return nil, fmt.Errorf("disable auto-delete before stopping sandbox %s: %w", id, err)
+		return nil, withText(fmt.Sprintf("disable auto-delete before stopping sandbox %s: %s", id, errText(err)), err)
 	}
 	if err := s.refresh(ctx); err != nil {
 		return nil, err
@@ -298,7 +298,7 @@ func (w *Worker) teardownSession(ctx context.Context, s *leaseSandbox) error {
 	}
 	err := s.toolbox().DeleteSession(ctx, id)
 	if err != nil && !errors.Is(err, daytona.ErrNotFound) {
-		return fmt.Errorf("delete Daytona session %s: %w", id, err)
+		return withText(fmt.Sprintf("delete Daytona session %s: %s", id, errText(err)), err)
 	}
 	return nil
 }
@@ -490,7 +490,7 @@ func (w *Worker) cleanupFailedCreate(ctx context.Context, p protocol.ReleaseLeas
 			// retried: the host journals it and calls destroy again.
 			env.ObservedProviderLeaseID = found.ID
 			return nil, &protocol.CreationCleanupError{
-				Message: fmt.Sprintf("Daytona failed-create cleanup could not delete sandbox %s: %v", found.ID, err),
+				Message: fmt.Sprintf("Daytona failed-create cleanup could not delete sandbox %s: %s", found.ID, errText(err)),
 				Cleanup: env,
 			}
 		}

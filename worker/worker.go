@@ -120,7 +120,7 @@ func New(host Host, opts Options) *Worker {
 		outputBlocks: &largeBlocks{maxMapped: maxMappedOutput},
 		execOrder:    newExecOrder(),
 	}
-	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger})
+	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger, ErrorText: errText})
 	return w
 }
 
@@ -200,7 +200,8 @@ func (w *Worker) Handle(ctx context.Context, req *rpc.Request) (any, error) {
 	// request (initialize) does not need it.
 	w.methodsOnce.Do(func() { w.methods = w.driverMethods() })
 	if h, ok := w.methods[req.Method]; ok {
-		return h(ctx, req.Params)
+		result, err := h(ctx, req.Params)
+		return result, hostError(err)
 	}
 	if isListed(req.Method) {
 		// Advertised, not built yet: the runtime's answer for a missing hook.

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os/signal"
 	"regexp"
 	"strings"
@@ -256,15 +257,25 @@ func (c *checker) preflight(ctx context.Context) bool {
 		return true
 	case errors.As(err, &apiErr) && (errors.Is(err, daytona.ErrUnauthorized) || errors.Is(err, daytona.ErrForbidden)):
 		c.step(true, "Daytona reachable", took, "")
-		c.step(false, "API key accepted", -1, fmt.Sprintf("Daytona answered %d: %v", apiErr.StatusCode, err))
+		c.step(false, "API key accepted", -1, answered(apiErr))
 	case errors.As(err, &apiErr):
 		c.step(true, "Daytona reachable", took, "")
 		c.step(false, "Daytona answers as a Daytona API", -1,
-			fmt.Sprintf("Daytona answered %d: %v (is --api-url the API's base URL, usually ending in /api?)", apiErr.StatusCode, err))
+			answered(apiErr)+" (is --api-url the API's base URL, usually ending in /api?)")
 	default:
 		c.step(false, "Daytona reachable", took, err.Error())
 	}
 	return false
+}
+
+// answered is what Daytona said when it refused the preflight read: the
+// status and the API's own message (the status text when it sent none).
+func answered(e *daytona.APIError) string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.StatusCode)
+	}
+	return fmt.Sprintf("Daytona answered %d: %s", e.StatusCode, msg)
 }
 
 func (c *checker) probe(ctx context.Context, host *checkHost, timeout time.Duration) (id, name string) {
