@@ -398,7 +398,6 @@ func TestSyncInSendsFilesEditedAfterTheWalk(t *testing.T) {
 	e.write("src/a.txt", "one", 0o644)
 	e.write("src/b.txt", "unchanged", 0o644)
 	cfg := e.config()
-	cfg.Cache = NewCache()
 	cfg.Sandbox = execHook{Sandbox: e.tb, before: func(cmd string) {
 		if strings.HasPrefix(cmd, "mkdir -p") {
 			_ = os.WriteFile(filepath.Join(src, "a.txt"), []byte("two, longer"), 0o644)
@@ -412,7 +411,7 @@ func TestSyncInSendsFilesEditedAfterTheWalk(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "two, longer", string(b))
 
-	// The cache holds what was sent: a second sync with nothing changed
+	// The manifest holds what was sent: a second sync with nothing changed
 	// sends next to nothing.
 	cfg.Sandbox = e.tb
 	res, err := In(context.Background(), cfg, ops)
