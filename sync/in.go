@@ -195,8 +195,10 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (
 	}
 	var mdir string
 	if len(recorded) > 0 {
-		if dir, manifests, rest, ok := parseManifestRead(out, len(recorded)); ok {
-			mdir = dir
+		// A manifest that could not be read is written anew.
+		dir, manifests, rest, ok := parseManifestRead(out, len(recorded))
+		mdir = dir
+		if ok {
 			listing := parseListing(rest)
 			for k, i := range recorded {
 				p := &plans[i]
@@ -411,8 +413,9 @@ func (c *Config) inDir(ctx context.Context, m Mapping, since int64) (int64, int6
 	var prev map[string]entryState
 	var send []bool
 	if incremental {
-		if dir, manifests, rest, ok := parseManifestRead(out, 1); ok {
-			mdir = dir
+		dir, manifests, rest, ok := parseManifestRead(out, 1)
+		mdir = dir
+		if ok {
 			if prev = parseManifest(manifests[0], identity, m.FollowSymlinks); prev != nil {
 				send = changedEntries(entries, prev, parseListing(rest), hostSum)
 			}

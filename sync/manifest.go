@@ -423,8 +423,9 @@ func manifestReadScript(remoteDir string, names []string) string {
 
 // parseManifestRead splits the output of manifestReadScript (followed by a
 // listing) into the folder, the manifests in order, and what follows them.
-// When the output is not what the script prints (a manifest that changed
-// size while it was read included), ok is false.
+// When the output is not what the script prints (a manifest the toolbox
+// could not carry intact, or that changed size while it was read), ok is
+// false and only the folder is known.
 func parseManifestRead(out string, n int) (dir string, manifests []string, rest string, ok bool) {
 	_, out, ok = strings.Cut(out, manifestMarker+"\x00")
 	if !ok {
@@ -436,17 +437,17 @@ func parseManifestRead(out string, n int) (dir string, manifests []string, rest 
 	for i := 0; i < n; i++ {
 		var size string
 		if size, out, ok = strings.Cut(out, "\x00"); !ok {
-			return "", nil, "", false
+			return dir, nil, "", false
 		}
 		k, err := strconv.Atoi(size)
 		if err != nil || k < 0 || k > len(out) {
-			return "", nil, "", false
+			return dir, nil, "", false
 		}
 		manifests = append(manifests, out[:k])
 		out = out[k:]
 	}
 	if !strings.HasPrefix(out, listingMarker+"\n") {
-		return "", nil, "", false
+		return dir, nil, "", false
 	}
 	return dir, manifests, out, true
 }
