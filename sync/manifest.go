@@ -204,34 +204,17 @@ func splitFields(s string, n int) (fields, rest string, ok bool) {
 	return s[:i-1], s[i:], true
 }
 
-// The manifest is the record an incremental sync in keeps in the sandbox
-// for one target (a tree or a file), and reads back the next time, in the
-// round trip that creates and lists that target.
-//
-// It lives in a folder of the sandbox user's home, manifestDir, one file
-// per target, named by a digest of the target's path; the folder is used
-// only when it lies outside the workspace (its physical path, symlinks
-// resolved, is not below the workspace's), so a sync out or a listing of
-// the workspace never shows it. A target without a usable folder is always
-// sent whole.
-//
-// A manifest is written in two parts, without a round trip of its own: the
-// worker uploads the records it knows (the header, and per entry its host
-// signature, digest and, for entries not sent, the sandbox signature
-// recorded before) beside the tarball or files it sends, to a temp in the
-// folder; the script that extracts or promotes them then appends the
-// sandbox's listing of what it wrote and renames the temp over the
-// manifest. Fields are NUL-terminated:
+// The manifest of a target (see "Incremental sync in" in the package doc)
+// is NUL-terminated fields:
 //
 //	manifestFormat
 //	identity: JSON of manifestIdentity
 //	"<entries> <CRC-64 of the entry fields, hex>"
 //	per entry: path, host signature, digest ("-" unless racy), sandbox
-//	  signature ("-": see the listing below), sandbox link target
+//	  signature ("-": in the listing below), sandbox link target
 //	listing records of what the sync wrote (see treeListingFmt)
 //
-// A manifest of another format, another sandbox, target or mapping, or
-// whose entries do not match their count and digest, is ignored.
+// The worker uploads all but the listing, which the sandbox appends.
 const (
 	manifestFormat   = "paperclip-sync-manifest 1"
 	manifestDir      = ".cache/paperclip-daytona-sync" // below $HOME
