@@ -198,7 +198,7 @@ func (m *treeMutator) mutateSandbox(t *testing.T, roots ...string) string {
 	return fmt.Sprintf("sandbox %d %s", kind, rel)
 }
 
-// A sync with a cache (incremental) leaves exactly what a full sync
+// An incremental sync (with a manifest) leaves exactly what a full sync
 // leaves, round after round of random changes on both sides; with nothing
 // changed it moves almost nothing.
 func TestIncrementalSyncMatchesFullSync(t *testing.T) {
@@ -304,7 +304,7 @@ func TestIncrementalFileMappings(t *testing.T) {
 }
 
 // Two file mappings of one batch with the same target: the last one wins on
-// every sync, as in a full sync, whichever of them the cache remembers.
+// every sync, as in a full sync (such a target keeps no manifest).
 func TestIncrementalDuplicateFileTargets(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

@@ -394,6 +394,9 @@ func manifestReadScript(remoteDir string, names []string) string {
 		`pc_h=$(cd -P "$HOME" 2>/dev/null && pwd) && case "$pc_h/` + manifestDir + `/" in "${pc_ws%/}"/*) ;; *) ` +
 		`mkdir -p "$pc_h/` + manifestDir + `" 2>/dev/null && pc_md=$(cd -P "$pc_h/` + manifestDir + `" 2>/dev/null && pwd) && ` +
 		`case "$pc_md/" in "${pc_ws%/}"/*) pc_md=;; esac;; esac;; esac; `)
+	// Temps a sync left behind (its worker died before the extract) go
+	// once they are a day old, long past any transfer's timeout.
+	b.WriteString(`[ -n "$pc_md" ] && find "$pc_md" -maxdepth 1 -name '` + scratchPrefix + `-*.manifest' -mmin +1440 -exec rm -f {} + 2>/dev/null; `)
 	b.WriteString(`printf '` + manifestMarker + `\000%s\000' "$pc_md"; for pc_n in`)
 	for _, n := range names {
 		b.WriteString(" " + shellQuote(n))

@@ -530,3 +530,21 @@ func TestSyncInBadManifestMeansFullSync(t *testing.T) {
 		})
 	}
 }
+
+// A temp a sync left in the manifest folder goes once it is a day old.
+func TestSyncInSweepsOldManifestTemps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.write("src/a.txt", "a", 0o644)
+	ops := []Operation{{ID: "op", Files: []Mapping{{SourcePath: filepath.Join(e.host, "src"), TargetPath: e.remote("t"), Kind: KindDirectory}}}}
+	e.syncCounted(t, ops)
+	dir := filepath.Dir(e.manifestPath(e.remote("t")))
+	old, recent := filepath.Join(dir, scratchPrefix+"-old.tar.gz.manifest"), filepath.Join(dir, scratchPrefix+"-recent.tar.gz.manifest")
+	require.NoError(t, os.WriteFile(old, nil, 0o644))
+	require.NoError(t, os.WriteFile(recent, nil, 0o644))
+	require.NoError(t, os.Chtimes(old, time.Now().Add(-25*time.Hour), time.Now().Add(-25*time.Hour)))
+	e.syncCounted(t, ops)
+	assert.NoFileExists(t, old)
+	assert.FileExists(t, recent)
+	assert.FileExists(t, e.manifestPath(e.remote("t")))
+}

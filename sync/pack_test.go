@@ -274,7 +274,7 @@ func readTarFile(t *testing.T, archive []byte, name string) (*tar.Header, string
 
 // A file changed between the walk and its turn in the archive is archived
 // as it is when its turn comes (GNU tar stats each file just before
-// reading it), and its cache signature is the one archived.
+// reading it), and its recorded signature is the one archived.
 func TestWriteTarTakesFilesAsTheyAreWhenRead(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -324,7 +324,7 @@ func TestWriteTarTakesFilesAsTheyAreWhenRead(t *testing.T) {
 
 			fi, err := os.Lstat(p)
 			require.NoError(t, err)
-			assert.Equal(t, sigOf(fi.Sys().(*syscall.Stat_t), tar.TypeReg, false), entries[0].sig, "the cache records what was sent")
+			assert.Equal(t, sigOf(fi.Sys().(*syscall.Stat_t), tar.TypeReg, false), entries[0].sig, "the manifest records what was sent")
 		})
 	}
 }

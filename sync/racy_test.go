@@ -43,7 +43,7 @@ func TestRacySignatures(t *testing.T) {
 	}
 }
 
-// The cache's decision alone, fed signatures and digests directly: an
+// The record's decision alone, fed signatures and digests directly: an
 // identical signature with different content (what a coarse-timestamp
 // rewrite leaves) is trusted only when the record is not racy.
 func TestEntryUnchanged(t *testing.T) {
@@ -174,7 +174,7 @@ func TestSyncInRacyTree(t *testing.T) {
 		name    string
 		clock   func() time.Time
 		rewrite bool
-		racy    int // cached racy entries after the first sync
+		racy    int // racy records after the first sync
 		want    string
 	}{
 		{"racy, rewritten in the granule", epoch, true, 3, "NEW CONTENT"},
