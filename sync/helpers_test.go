@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	stdsync "sync"
 	"testing"
 	"time"
@@ -49,7 +50,23 @@ func newEnv(t testing.TB) *env {
 }
 
 func (e *env) config() Config {
-	return Config{Sandbox: e.tb, RemoteDir: e.remoteDir, TimeoutSeconds: 60, Tracer: e.tracer}
+	return Config{Sandbox: e.tb, RemoteDir: e.remoteDir, TimeoutSeconds: 60, Tracer: e.tracer, SandboxID: e.sandboxID}
+}
+
+// manifestPath is where the sandbox keeps a target's manifest (the
+// emulator's sandbox home, $HOME there, holds the workspace).
+func (e *env) manifestPath(target string) string {
+	return filepath.Join(filepath.Dir(e.remoteDir), manifestDir, manifestName(target))
+}
+
+// manifestOf reads a mapping's manifest as a sync would (nil when there is
+// none it would use).
+func (e *env) manifestOf(m Mapping) map[string]entryState {
+	b, err := os.ReadFile(e.manifestPath(m.TargetPath))
+	if err != nil {
+		return nil
+	}
+	return parseManifest(string(b), identityOf(e.sandboxID, m), m.FollowSymlinks || m.Kind == KindFile)
 }
 
 // write creates a host file (and its folders) below the host folder.
@@ -130,3 +147,15 @@ func (s *recSpan) End(time.Time) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// workspacePaths keeps the paths below the workspace (an upload's files,
+// not the manifests beside them).
+func workspacePaths(e *env, paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if strings.HasPrefix(p, e.remoteDir+"/") {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +29,7 @@ func In(ctx context.Context, cfg Config, ops []Operation) ([]Result, error) {
 	}
 	// Taken before any host file is looked at, so that every signature of
 	// this sync is taken after it.
-	since := racySince(cfg.CacheClock())
+	since := racySince(cfg.RacyClock())
 	results := make([]Result, 0, len(ops))
 	for _, op := range ops {
 		var res Result
@@ -116,7 +117,9 @@ type filePlan struct {
 	size int64
 	sig  hostSig
 	raw  string // reserved temp, a direct child of the remote dir
-	skip bool   // the sandbox already has it (Cache)
+	// recorded: the target is named by this mapping alone, so it keeps a
+	// manifest; skip: the sandbox already has it.
+	recorded, skip bool
 }
 
 // modeKey is the requested mode, or -1 for none.
@@ -127,11 +130,12 @@ func modeKey(m Mapping) int64 {
 	return *m.Mode & 0o7777
 }
 
-// inFiles sends a batch of file mappings: one mkdir round trip, one bulk
-// upload to reserved temps in the remote dir (so the closing mv is an
-// atomic same-file-system rename and an interrupted upload never leaves a
-// truncated target), the modes set on the temps, one promote script. since
-// is racySince of the sync's start.
+// inFiles sends a batch of file mappings: one mkdir round trip (which also
+// reads the targets' manifests and lists them), one bulk upload to reserved
+// temps in the remote dir (so the closing mv is an atomic same-file-system
+// rename and an interrupted upload never leaves a truncated target), the
+// modes set on the temps, one promote script (which also completes the
+// manifests of what it moved). since is racySince of the sync's start.
 func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (int64, int64, error) {
 	if len(mappings) == 0 {
 		return 0, 0, nil
@@ -157,24 +161,22 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (
 		total += fi.Size()
 	}
 
-	// Targets the cache says this sandbox already holds, unless changed.
-	// A target named by more than one mapping of the batch is always sent:
-	// the promote moves each in turn and the last one must win, which
-	// skipping one of them (the cache holds only the last) would undo.
-	var candidates []string
-	candidate := map[string]fileState{}
-	if c.Cache != nil {
+	// A target named by more than one mapping of the batch is always sent
+	// and keeps no manifest: the promote moves each in turn and the last
+	// one must win, which skipping one of them would undo.
+	var recorded []int
+	var names, targets []string
+	if c.SandboxID != "" {
 		named := make(map[string]int, len(plans))
 		for _, p := range plans {
 			named[p.m.TargetPath]++
 		}
-		for _, p := range plans {
-			if named[p.m.TargetPath] > 1 {
-				continue
-			}
-			if f, ok := c.Cache.file(p.m.TargetPath); ok && f.host == p.sig && f.mode == modeKey(p.m) {
-				candidates = append(candidates, p.m.TargetPath)
-				candidate[p.m.TargetPath] = f
+		for i, p := range plans {
+			if named[p.m.TargetPath] == 1 {
+				plans[i].recorded = true
+				recorded = append(recorded, i)
+				names = append(names, manifestName(p.m.TargetPath))
+				targets = append(targets, p.m.TargetPath)
 			}
 		}
 	}
@@ -183,8 +185,8 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (
 		mkdirs[i] = "mkdir -p " + shellQuote(d)
 	}
 	cmd := strings.Join(mkdirs, " && ")
-	if len(candidates) > 0 {
-		cmd += " && { " + pathsListingCommand(candidates) + "; }"
+	if len(recorded) > 0 {
+		cmd += " && { " + manifestReadScript(c.RemoteDir, names) + pathsListingCommand(targets) + "; }"
 	}
 	out, err := withSpan(c, spanOptions{name: spanEnsureDirectory}, func() (string, error) {
 		return c.run(ctx, cmd, "syncIn mkdir")
@@ -192,46 +194,64 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (
 	if err != nil {
 		return 0, 0, err
 	}
-	if len(candidates) > 0 {
-		listing := parseListing(out)
-		for i := range plans {
-			p := &plans[i]
-			f, ok := candidate[p.m.TargetPath]
-			if !ok {
-				continue
-			}
-			p.skip = f.unchanged(p.sig, listing[p.m.TargetPath], func() (uint64, error) {
-				return contentSum(p.m.SourcePath, true)
-			})
-			if settled := f.settled(since); p.skip && settled != f.entryState {
-				c.Cache.setFile(p.m.TargetPath, fileState{entryState: settled, mode: f.mode}, true)
+	var mdir string
+	if len(recorded) > 0 {
+		// A manifest that could not be read is written anew.
+		dir, manifests, rest, ok := parseManifestRead(out, len(recorded))
+		mdir = dir
+		if ok {
+			listing := parseListing(rest)
+			for k, i := range recorded {
+				p := &plans[i]
+				st, ok := parseManifest(manifests[k], identityOf(c.SandboxID, p.m), true)[p.m.TargetPath]
+				p.skip = ok && st.unchanged(p.sig, listing[p.m.TargetPath], func() (uint64, error) {
+					return contentSum(p.m.SourcePath, true)
+				})
 			}
 		}
 	}
 
-	var uploads []daytona.Upload
+	var uploads, records []daytona.Upload
 	var sources []*lazyFile
-	var scratch, promoted []string
-	sent := make([]*lazyFile, len(plans))
-	for i, p := range plans {
+	var scratch []string
+	var finish []string // promote lines that complete the manifests
+	promoted := 0
+	for i := range plans {
+		p := &plans[i]
 		if p.skip {
 			continue
 		}
 		f := &lazyFile{path: p.m.SourcePath}
-		if c.Cache != nil && p.sig.racy(since) {
+		if mdir != "" && p.recorded && p.sig.racy(since) {
 			f.sum = crc64.New(crcTable())
 		}
-		sent[i] = f
 		sources = append(sources, f)
 		uploads = append(uploads, daytona.Upload{Path: p.raw, Reader: f})
 		scratch = append(scratch, p.raw)
-		promoted = append(promoted, p.m.TargetPath)
+		promoted++
+		if mdir == "" || !p.recorded {
+			continue
+		}
+		// The manifest's part goes after every file, so that the digest
+		// of what was read is complete when it is built.
+		temp := manifestTemp(mdir, p.raw)
+		records = append(records, daytona.Upload{Path: temp, Reader: &deferredReader{build: func() ([]byte, error) {
+			w := manifestWriter{identity: identityOf(c.SandboxID, p.m)}
+			st := entryState{host: p.sig}
+			if f.sum != nil {
+				st.racy, st.sum = true, f.sum.Sum64()
+			}
+			if f.sum == nil || f.eof {
+				w.add(p.m.TargetPath, st)
+			}
+			return w.bytes(), nil
+		}}})
+		scratch = append(scratch, temp)
+		finish = append(finish, manifestFinishScript(temp, mdir+"/"+manifestName(p.m.TargetPath), pathsFind([]string{p.m.TargetPath})))
 	}
+	uploads = append(uploads, records...)
 	fail := func(err error) (int64, int64, error) {
 		c.removeScratch(ctx, scratch)
-		for _, t := range promoted {
-			c.Cache.setFile(t, fileState{}, false)
-		}
 		return 0, 0, err
 	}
 	err = withSpanErr(c, spanOptions{
@@ -257,14 +277,14 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (
 			}
 		}
 	}
-	if len(promoted) == 0 {
+	if promoted == 0 {
 		// Nothing to move, so no round trip; the span still marks the
 		// step, as the plugin's trace of a file batch always has
 		// ensureDirectory, transfer and promote.
 		_ = withSpanErr(c, spanOptions{name: spanPromote}, func() error { return nil })
 		return int64(len(mappings)), total, nil
 	}
-	lines := make([]string, 0, 2*len(plans)+1)
+	lines := make([]string, 0, 2*len(plans)+len(finish))
 	for _, p := range plans {
 		if !p.skip {
 			// mv onto a folder, or a link to one, would move the temp into
@@ -276,32 +296,32 @@ func (c *Config) inFiles(ctx context.Context, mappings []Mapping, since int64) (
 				"mv -f "+shellQuote(p.raw)+" "+qt+` || { echo "rename failed"; exit 43; };`)
 		}
 	}
-	if c.Cache != nil {
-		lines = append(lines, pathsListingCommand(promoted))
-	}
-	out, err = withSpan(c, spanOptions{name: spanPromote}, func() (string, error) {
+	lines = append(lines, finish...)
+	_, err = withSpan(c, spanOptions{name: spanPromote}, func() (string, error) {
 		return c.run(ctx, shScript(strings.Join(lines, "\n")), "syncIn rename")
 	})
 	if err != nil {
 		return fail(err)
 	}
-	if c.Cache != nil {
-		listing := parseListing(out)
-		for i, p := range plans {
-			if p.skip {
-				continue
-			}
-			sig, ok := listing[p.m.TargetPath]
-			st := fileState{entryState: entryState{host: p.sig, sandbox: sig}, mode: modeKey(p.m)}
-			if f := sent[i]; f.sum != nil {
-				// Only a file read to its end has a digest of what landed.
-				st.racy, st.sum = true, f.sum.Sum64()
-				ok = ok && f.eof
-			}
-			c.Cache.setFile(p.m.TargetPath, st, ok)
-		}
-	}
 	return int64(len(mappings)), total, nil
+}
+
+// deferredReader builds its content when first read: a manifest's part of
+// an upload, which records what the parts before it sent.
+type deferredReader struct {
+	build func() ([]byte, error)
+	r     *bytes.Reader
+}
+
+func (d *deferredReader) Read(p []byte) (int, error) {
+	if d.r == nil {
+		b, err := d.build()
+		if err != nil {
+			return 0, err
+		}
+		d.r = bytes.NewReader(b)
+	}
+	return d.r.Read(p)
 }
 
 // lazyFile opens its file on first read, so a batch of many files holds
@@ -365,9 +385,11 @@ func uploadError(err error, sources []*lazyFile) error {
 }
 
 // inDir sends one directory mapping: the tree is walked (the pack step),
-// the target created (and, with a cache, listed), a gzip tar of the tree,
-// or of what changed, streamed into the upload, and one extract script run.
-// since is racySince of the sync's start.
+// the target created (and, for an incremental sync, its manifest read and
+// the target listed), a gzip tar of the tree, or of what changed, streamed
+// into the upload with the manifest's new records after it, and one extract
+// script run, which completes the manifest. since is racySince of the
+// sync's start.
 func (c *Config) inDir(ctx context.Context, m Mapping, since int64) (int64, int64, error) {
 	entries, err := withSpan(c, spanOptions{name: spanPack, wallMsAttr: attrPackWallMs}, func() ([]hostEntry, error) {
 		return walkHostTree(m.SourcePath, m.Exclude, m.FollowSymlinks)
@@ -376,13 +398,11 @@ func (c *Config) inDir(ctx context.Context, m Mapping, since int64) (int64, int6
 		return 0, 0, err
 	}
 	remoteTar := nodeJoin(c.RemoteDir, c.scratchName(".tar.gz"))
-	useCache := c.Cache != nil && len(entries) <= maxTreeEntries
-	var prev map[string]entryState
+	incremental := c.SandboxID != "" && len(entries) <= maxTreeEntries
+	identity, name := identityOf(c.SandboxID, m), manifestName(m.TargetPath)
 	cmd := "mkdir -p " + shellQuote(m.TargetPath)
-	if useCache {
-		if prev = c.Cache.tree(m.TargetPath); prev != nil {
-			cmd += " && { " + treeListingCommand(m.TargetPath, "") + "; }"
-		}
+	if incremental {
+		cmd += " && { " + manifestReadScript(c.RemoteDir, []string{name}) + treeListingCommand(m.TargetPath) + "; }"
 	}
 	out, err := withSpan(c, spanOptions{name: spanEnsureDirectory}, func() (string, error) {
 		return c.run(ctx, cmd, "syncIn mkdir")
@@ -390,9 +410,21 @@ func (c *Config) inDir(ctx context.Context, m Mapping, since int64) (int64, int6
 	if err != nil {
 		return 0, 0, err
 	}
+	var mdir string
+	var prev map[string]entryState
 	var send []bool
-	if prev != nil {
-		send = changedEntries(entries, prev, parseListing(out), hostSum)
+	if incremental {
+		dir, manifests, rest, ok := parseManifestRead(out, 1)
+		mdir = dir
+		if ok {
+			if prev = parseManifest(manifests[0], identity, m.FollowSymlinks); prev != nil {
+				send = changedEntries(entries, prev, parseListing(rest), hostSum)
+			}
+		}
+	}
+	var rec *treeRecord
+	if mdir != "" && manifestStale(entries, send, prev, since) {
+		rec = &treeRecord{temp: manifestTemp(mdir, remoteTar), final: mdir + "/" + name}
 	}
 
 	var archiveBytes int64
@@ -401,31 +433,54 @@ func (c *Config) inDir(ctx context.Context, m Mapping, since int64) (int64, int6
 		attributes: map[string]any{attrTransferGuardCount: 1, attrTransferDirection: directionInbound},
 	}, func() error {
 		var err error
-		racyFrom := int64(neverRacy)
-		if useCache {
+		racyFrom, manifest := int64(neverRacy), func() []byte { return nil }
+		if rec != nil {
 			racyFrom = since
+			manifest = func() []byte { return treeManifest(identity, entries, send, prev, since) }
 		}
-		archiveBytes, err = c.uploadTree(ctx, entries, send, remoteTar, racyFrom)
+		archiveBytes, err = c.uploadTree(ctx, entries, send, remoteTar, racyFrom, rec, manifest)
 		return err
 	})
 	if err == nil {
-		out, err = withSpan(c, spanOptions{name: spanExtractTarball}, func() (string, error) {
-			return c.run(ctx, shScript(extractScript(remoteTar, m, useCache)), "syncIn extract")
+		_, err = withSpan(c, spanOptions{name: spanExtractTarball}, func() (string, error) {
+			return c.run(ctx, shScript(extractScript(remoteTar, m, rec)), "syncIn extract")
 		})
 	}
 	if err != nil {
-		c.removeScratch(ctx, []string{remoteTar})
-		c.Cache.setTree(m.TargetPath, nil)
+		scratch := []string{remoteTar}
+		if rec != nil {
+			scratch = append(scratch, rec.temp)
+		}
+		c.removeScratch(ctx, scratch)
 		return 0, 0, err
-	}
-	if useCache {
-		c.Cache.setTree(m.TargetPath, nextTreeState(entries, send, prev, parseListing(out), since))
 	}
 	return countHostFiles(m.SourcePath, m.Exclude), archiveBytes, nil
 }
 
-// changedEntries marks what a sync must send: every entry the cache cannot
-// vouch for on both sides, all names of a hard-link group any of whose
+// treeRecord is where a tree sync uploads its manifest's records (temp)
+// and where the extract script moves them once complete (final).
+type treeRecord struct{ temp, final string }
+
+// manifestStale says whether a tree's manifest must be written again: the
+// sync sends something, or some record would change (a racy one settled,
+// one the host no longer has dropped).
+func manifestStale(entries []hostEntry, send []bool, prev map[string]entryState, since int64) bool {
+	if send == nil || len(prev) != len(entries) {
+		return true
+	}
+	for i, e := range entries {
+		if send[i] {
+			return true
+		}
+		if st := prev[e.rel]; st.settled(since) != st {
+			return true
+		}
+	}
+	return false
+}
+
+// changedEntries marks what a sync must send: every entry the manifest
+// cannot vouch for on both sides, all names of a hard-link group any of whose
 // names is sent, and the folders above anything sent (so that tar gives
 // them back the mode and time a full extraction would). sum digests a host
 // entry as it is now (hostSum), for entries recorded as racy.
@@ -476,22 +531,22 @@ func changedEntries(entries []hostEntry, prev map[string]entryState, listing map
 	return send
 }
 
-// nextTreeState is what the cache holds after a successful sync: entries
-// sent carry their new sandbox signature (when the listing showed it) and,
-// if racy, the digest of what was sent; entries not sent keep theirs, a racy
-// one (just verified by its digest) made plain once it no longer is racy.
-func nextTreeState(entries []hostEntry, send []bool, prev map[string]entryState, listing map[string]string, since int64) map[string]entryState {
-	next := make(map[string]entryState, len(entries))
-	for i, e := range entries {
+// treeManifest is the part of a tree's manifest the worker uploads, once
+// the tar is written: entries sent carry the signature and, if racy, the
+// digest of what was archived (the extract script adds their sandbox
+// side); entries not sent keep their record, a racy one (just verified by
+// its digest) made plain once it no longer is racy.
+func treeManifest(identity string, entries []hostEntry, send []bool, prev map[string]entryState, since int64) []byte {
+	w := manifestWriter{identity: identity}
+	for i := range entries {
+		e := &entries[i]
 		if send == nil || send[i] {
-			if sig, ok := listing[e.rel]; ok {
-				next[e.rel] = entryState{host: e.sig, sandbox: sig, racy: e.racy, sum: e.sum}
-			}
+			w.add(e.rel, entryState{host: e.sig, racy: e.racy, sum: e.sum})
 		} else if st, ok := prev[e.rel]; ok {
-			next[e.rel] = st.settled(since)
+			w.add(e.rel, st.settled(since))
 		}
 	}
-	return next
+	return w.bytes()
 }
 
 // hostSum digests what a tree entry holds now: a regular file's content
@@ -516,8 +571,10 @@ const (
 var errUploadEnded = errors.New("upload ended")
 
 // uploadTree streams a gzip tar of the entries (those marked in send, or
-// all) into one upload, and returns the compressed size.
-func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []bool, remoteTar string, since int64) (int64, error) {
+// all) into one upload, with, when rec is set, the manifest's records
+// (built once the tar is written) as a second file; it returns the
+// compressed size of the tar.
+func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []bool, remoteTar string, since int64, rec *treeRecord, manifest func() []byte) (int64, error) {
 	// A few MiB between the archive and the upload keep the upload busy
 	// while the producer opens the next files.
 	pr, pw := newBufferedPipe(uploadChunks, uploadChunkSize)
@@ -525,20 +582,32 @@ func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []boo
 	if c.Local {
 		gz.ctl.force = storeOnly
 	}
-	produced := make(chan error, 1)
+	done := make(chan struct{})
+	var perr error
 	go func() {
-		err := writeTar(gz, entries, send, since)
-		if err == nil {
-			err = gz.Close()
+		defer close(done)
+		perr = writeTar(gz, entries, send, since)
+		if perr == nil {
+			perr = gz.Close()
 		}
-		pw.CloseWithError(err)
-		produced <- err
+		pw.CloseWithError(perr)
 	}()
+	uploads := []daytona.Upload{{Path: remoteTar, Reader: pr}}
+	if rec != nil {
+		// Read only after the tar's end, so the producer is done by then.
+		uploads = append(uploads, daytona.Upload{Path: rec.temp, Reader: &deferredReader{build: func() ([]byte, error) {
+			<-done
+			if perr != nil {
+				return nil, perr
+			}
+			return manifest(), nil
+		}}})
+	}
 	tctx, cancel := c.transferContext(ctx)
 	defer cancel()
-	_, uerr := c.Sandbox.UploadFiles(tctx, []daytona.Upload{{Path: remoteTar, Reader: pr}})
+	_, uerr := c.Sandbox.UploadFiles(tctx, uploads)
 	pr.CloseWithError(errUploadEnded)
-	perr := <-produced
+	<-done
 	if perr != nil && !errors.Is(perr, errUploadEnded) && !errors.Is(perr, io.ErrClosedPipe) {
 		return 0, perr
 	}
@@ -554,14 +623,16 @@ func (c *Config) uploadTree(ctx context.Context, entries []hostEntry, send []boo
 // extractScript is the plugin's extract step: for a read-only bundle
 // (a mode without write bits) it first compares what the sandbox holds and
 // stops there when it matches, then extracts and removes the tarball. With
-// a cache it also lists what the extraction changed.
-func extractScript(remoteTar string, m Mapping, listing bool) string {
+// rec it also completes the manifest: with what the extraction changed, or,
+// when the bundle matched, with the target as it is (every entry sent is
+// then what it would have written).
+func extractScript(remoteTar string, m Mapping, rec *treeRecord) string {
 	qt, qd := shellQuote(remoteTar), shellQuote(m.TargetPath)
 	var lines []string
 	if m.Mode != nil && *m.Mode&0o222 == 0 {
 		matched := "rm -f " + qt + "; exit 0;"
-		if listing {
-			matched = treeListingCommand(m.TargetPath, "") + "; " + matched
+		if rec != nil {
+			matched = manifestFinishScript(rec.temp, rec.final, treeFind(m.TargetPath, "")) + " " + matched
 		}
 		lines = append(lines,
 			"compare_dir="+shellQuote(remoteTar+".compare")+";",
@@ -579,8 +650,8 @@ func extractScript(remoteTar string, m Mapping, listing bool) string {
 		)
 	}
 	lines = append(lines, "tar -xf "+qt+" --delay-directory-restore -C "+qd+` || { echo "extract failed"; exit 43; };`)
-	if listing {
-		lines = append(lines, treeListingCommand(m.TargetPath, remoteTar)+";")
+	if rec != nil {
+		lines = append(lines, manifestFinishScript(rec.temp, rec.final, treeFind(m.TargetPath, remoteTar)))
 	}
 	lines = append(lines, "rm -f "+qt+";")
 	return strings.Join(lines, "\n")

@@ -198,7 +198,7 @@ func (m *treeMutator) mutateSandbox(t *testing.T, roots ...string) string {
 	return fmt.Sprintf("sandbox %d %s", kind, rel)
 }
 
-// A sync with a cache (incremental) leaves exactly what a full sync
+// An incremental sync (with a manifest) leaves exactly what a full sync
 // leaves, round after round of random changes on both sides; with nothing
 // changed it moves almost nothing.
 func TestIncrementalSyncMatchesFullSync(t *testing.T) {
@@ -219,10 +219,11 @@ func TestIncrementalSyncMatchesFullSync(t *testing.T) {
 	require.NoError(t, os.Link(filepath.Join(src, "d1/s1/f1.txt"), filepath.Join(src, "d2/hard")))
 
 	inc, full := e.remote("inc"), e.remote("full")
-	cache := NewCache()
-	sync := func(target string, cache *Cache) Result {
+	sync := func(target string, incremental bool) Result {
 		cfg := e.config()
-		cfg.Cache = cache
+		if !incremental {
+			cfg.SandboxID = ""
+		}
 		res, err := In(ctx, cfg, []Operation{{ID: "op", Files: []Mapping{{SourcePath: src, TargetPath: target, Kind: KindDirectory, Exclude: []string{"*.log"}}}}})
 		require.NoError(t, err)
 		return res[0]
@@ -237,8 +238,8 @@ func TestIncrementalSyncMatchesFullSync(t *testing.T) {
 				changes = append(changes, m.mutateSandbox(t, inc, full))
 			}
 		}
-		ri := sync(inc, cache)
-		rf := sync(full, nil)
+		ri := sync(inc, true)
+		rf := sync(full, false)
 		assert.Equal(t, rf.FilesTransferred, ri.FilesTransferred, "round %d", round)
 		require.Equal(t, fullSnapshot(t, full), fullSnapshot(t, inc), "round %d after %q", round, changes)
 		if round > 0 && len(changes) == 0 {
@@ -246,10 +247,12 @@ func TestIncrementalSyncMatchesFullSync(t *testing.T) {
 		}
 	}
 	// Nothing changed at all: the second sync moves close to nothing.
-	before := sync(inc, cache)
-	again := sync(inc, cache)
+	before := sync(inc, true)
+	again := sync(inc, true)
 	assert.Less(t, again.BytesTransferred, int64(100), "an unchanged tree sends an empty archive (%d bytes before)", before.BytesTransferred)
-	assert.Greater(t, cache.Len(), 10)
+	assert.Greater(t, len(e.manifestOf(Mapping{SourcePath: src, TargetPath: inc, Kind: KindDirectory, Exclude: []string{"*.log"}})), 10)
+	_, err := os.Stat(e.manifestPath(full))
+	assert.ErrorIs(t, err, os.ErrNotExist, "a full sync writes no manifest")
 }
 
 // File mappings: an unchanged file already in place is not uploaded again;
@@ -259,14 +262,13 @@ func TestIncrementalFileMappings(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	cfg := e.config()
-	cfg.Cache = NewCache()
 	src := e.write("big.bin", strings.Repeat("x", 1<<16), 0o644)
 	ops := []Operation{{ID: "op", Files: []Mapping{{SourcePath: src, TargetPath: e.remote("big.bin"), Kind: KindFile, Mode: ptr(int64(0o640))}}}}
 	uploads := func() int {
 		n := 0
 		for _, c := range e.emu.Server.Journal(e.sandboxID) {
 			if c.Route == "bulk-upload" {
-				n += len(c.Paths)
+				n += len(workspacePaths(e, c.Paths))
 			}
 		}
 		return n
@@ -302,13 +304,12 @@ func TestIncrementalFileMappings(t *testing.T) {
 }
 
 // Two file mappings of one batch with the same target: the last one wins on
-// every sync, as in a full sync, whichever of them the cache remembers.
+// every sync, as in a full sync (such a target keeps no manifest).
 func TestIncrementalDuplicateFileTargets(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	cfg := e.config()
-	cfg.Cache = NewCache()
 	x := e.write("x.txt", "from x", 0o644)
 	y := e.write("y.txt", "from y", 0o644)
 	target := e.remote("t.txt")

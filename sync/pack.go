@@ -241,7 +241,7 @@ func writeTar(w io.Writer, entries []hostEntry, send []bool, since int64) error 
 			// The file is looked at again now, as GNU tar stats each file
 			// just before reading it: a file edited since the walk (which
 			// can be minutes ago, before the upload started) is archived as
-			// it is now, and its cache signature is the one sent.
+			// it is now, and its recorded signature is the one sent.
 			var err error
 			if f, err = restat(e); err != nil {
 				return err

@@ -274,7 +274,7 @@ func readTarFile(t *testing.T, archive []byte, name string) (*tar.Header, string
 
 // A file changed between the walk and its turn in the archive is archived
 // as it is when its turn comes (GNU tar stats each file just before
-// reading it), and its cache signature is the one archived.
+// reading it), and its recorded signature is the one archived.
 func TestWriteTarTakesFilesAsTheyAreWhenRead(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -324,7 +324,7 @@ func TestWriteTarTakesFilesAsTheyAreWhenRead(t *testing.T) {
 
 			fi, err := os.Lstat(p)
 			require.NoError(t, err)
-			assert.Equal(t, sigOf(fi.Sys().(*syscall.Stat_t), tar.TypeReg, false), entries[0].sig, "the cache records what was sent")
+			assert.Equal(t, sigOf(fi.Sys().(*syscall.Stat_t), tar.TypeReg, false), entries[0].sig, "the manifest records what was sent")
 		})
 	}
 }
@@ -398,7 +398,6 @@ func TestSyncInSendsFilesEditedAfterTheWalk(t *testing.T) {
 	e.write("src/a.txt", "one", 0o644)
 	e.write("src/b.txt", "unchanged", 0o644)
 	cfg := e.config()
-	cfg.Cache = NewCache()
 	cfg.Sandbox = execHook{Sandbox: e.tb, before: func(cmd string) {
 		if strings.HasPrefix(cmd, "mkdir -p") {
 			_ = os.WriteFile(filepath.Join(src, "a.txt"), []byte("two, longer"), 0o644)
@@ -412,7 +411,7 @@ func TestSyncInSendsFilesEditedAfterTheWalk(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "two, longer", string(b))
 
-	// The cache holds what was sent: a second sync with nothing changed
+	// The manifest holds what was sent: a second sync with nothing changed
 	// sends next to nothing.
 	cfg.Sandbox = e.tb
 	res, err := In(context.Background(), cfg, ops)

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Clocks for CacheClock: epoch puts every host file after the sync's start
+// Clocks for RacyClock: epoch puts every host file after the sync's start
 // (all racy); later puts the sync an hour after them (none racy).
 func epoch() time.Time { return time.Unix(0, 0) }
 func later() time.Time { return time.Now().Add(time.Hour) }
@@ -43,7 +43,7 @@ func TestRacySignatures(t *testing.T) {
 	}
 }
 
-// The cache's decision alone, fed signatures and digests directly: an
+// The record's decision alone, fed signatures and digests directly: an
 // identical signature with different content (what a coarse-timestamp
 // rewrite leaves) is trusted only when the record is not racy.
 func TestEntryUnchanged(t *testing.T) {
@@ -131,41 +131,32 @@ func TestCoarseRewriteIsCaughtByTheDigest(t *testing.T) {
 	assert.True(t, rec.unchanged(now, "s", nil), "a plain record trusts the signature")
 }
 
-// forgeHostSig makes a cached entry's host signature what the host file has
-// now, as a rewrite within one coarse timestamp granule would have left it
-// (this kernel's fine-grained ctime cannot show that). rel "" is a file
-// mapping's target.
-func forgeHostSig(t *testing.T, c *Cache, target, rel, path string, kind byte, follow bool) {
+// forgeHostSig makes a recorded entry's host signature what the host file
+// has now, as a rewrite within one coarse timestamp granule would have left
+// it (this kernel's fine-grained ctime cannot show that): the manifest in
+// the sandbox is rewritten. rel "" is a file mapping's target.
+func forgeHostSig(t *testing.T, e *env, m Mapping, rel, path string, kind byte, follow bool) {
 	t.Helper()
 	var st syscall.Stat_t
 	require.NoError(t, syscall.Lstat(path, &st))
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if rel == "" {
-		f, ok := c.files[target]
-		require.True(t, ok, "cached %s", target)
-		f.host = sigOf(&st, kind, follow)
-		c.files[target] = f
-		return
+		rel = m.TargetPath
 	}
-	e, ok := c.trees[target].entries[rel]
-	require.True(t, ok, "cached %s", rel)
-	e.host = sigOf(&st, kind, follow)
-	c.trees[target].entries[rel] = e
+	records := e.manifestOf(m)
+	rec, ok := records[rel]
+	require.True(t, ok, "recorded %s", rel)
+	rec.host = sigOf(&st, kind, follow)
+	records[rel] = rec
+	w := manifestWriter{identity: identityOf(e.sandboxID, m)}
+	for k, v := range records {
+		w.add(k, v)
+	}
+	require.NoError(t, os.WriteFile(e.manifestPath(m.TargetPath), w.bytes(), 0o644))
 }
 
-func racyEntries(c *Cache) (n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, t := range c.trees {
-		for _, e := range t.entries {
-			if e.racy {
-				n++
-			}
-		}
-	}
-	for _, f := range c.files {
-		if f.racy {
+func racyEntries(e *env, m Mapping) (n int) {
+	for _, st := range e.manifestOf(m) {
+		if st.racy {
 			n++
 		}
 	}
@@ -183,7 +174,7 @@ func TestSyncInRacyTree(t *testing.T) {
 		name    string
 		clock   func() time.Time
 		rewrite bool
-		racy    int // cached racy entries after the first sync
+		racy    int // racy records after the first sync
 		want    string
 	}{
 		{"racy, rewritten in the granule", epoch, true, 3, "NEW CONTENT"},
@@ -200,19 +191,19 @@ func TestSyncInRacyTree(t *testing.T) {
 			require.NoError(t, os.Symlink("d/a.txt", filepath.Join(src, "link")))
 			target := e.remote("proj")
 			cfg := e.config()
-			cfg.Cache, cfg.CacheClock, cfg.Local = NewCache(), tt.clock, true
+			cfg.RacyClock, cfg.Local = tt.clock, true
 			ops := []Operation{{ID: "op", Files: []Mapping{{SourcePath: src, TargetPath: target, Kind: KindDirectory}}}}
 			first, err := In(context.Background(), cfg, ops)
 			require.NoError(t, err)
 			// Racy: the two files and the symlink, not the folders.
-			assert.Equal(t, tt.racy, racyEntries(cfg.Cache))
+			assert.Equal(t, tt.racy, racyEntries(e, ops[0].Files[0]))
 
 			if tt.rewrite {
 				fi, err := os.Stat(a)
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(a, []byte("NEW CONTENT"), 0o644))
 				require.NoError(t, os.Chtimes(a, fi.ModTime(), fi.ModTime()))
-				forgeHostSig(t, cfg.Cache, target, "d/a.txt", a, tar.TypeReg, false)
+				forgeHostSig(t, e, ops[0].Files[0], "d/a.txt", a, tar.TypeReg, false)
 			}
 			second, err := In(context.Background(), cfg, ops)
 			require.NoError(t, err)
@@ -249,13 +240,13 @@ func TestSyncInRacyTreeSendsTheSameBytes(t *testing.T) {
 			return os.Chtimes(p, time.Unix(1e9, 0), time.Unix(1e9, 0))
 		}))
 		cfg := e.config()
-		cfg.Cache, cfg.CacheClock, cfg.Local = NewCache(), clock, true
+		cfg.RacyClock, cfg.Local = clock, true
 		ops := []Operation{{ID: "op", Files: []Mapping{{SourcePath: src, TargetPath: e.remote("proj"), Kind: KindDirectory}}}}
 		r1, err := In(context.Background(), cfg, ops)
 		require.NoError(t, err)
 		r2, err := In(context.Background(), cfg, ops)
 		require.NoError(t, err)
-		return r1[0].BytesTransferred, r2[0].BytesTransferred, racyEntries(cfg.Cache)
+		return r1[0].BytesTransferred, r2[0].BytesTransferred, racyEntries(e, ops[0].Files[0])
 	}
 	f1, s1, racy1 := bytesSent(epoch)
 	f2, s2, racy2 := bytesSent(later)
@@ -269,16 +260,16 @@ func TestSyncInRacyTreeSendsTheSameBytes(t *testing.T) {
 	src := filepath.Join(e.host, "src")
 	e.write("src/a.txt", "content", 0o644)
 	cfg := e.config()
-	cfg.Cache, cfg.CacheClock = NewCache(), epoch
+	cfg.RacyClock = epoch
 	ops := []Operation{{ID: "op", Files: []Mapping{{SourcePath: src, TargetPath: e.remote("proj"), Kind: KindDirectory}}}}
 	_, err := In(context.Background(), cfg, ops)
 	require.NoError(t, err)
-	assert.Equal(t, 1, racyEntries(cfg.Cache))
-	cfg.CacheClock = later
+	assert.Equal(t, 1, racyEntries(e, ops[0].Files[0]))
+	cfg.RacyClock = later
 	res, err := In(context.Background(), cfg, ops)
 	require.NoError(t, err)
 	assert.Less(t, res[0].BytesTransferred, int64(100))
-	assert.Zero(t, racyEntries(cfg.Cache))
+	assert.Zero(t, racyEntries(e, ops[0].Files[0]))
 }
 
 // File mappings: the same rules through the batch upload.
@@ -303,11 +294,11 @@ func TestSyncInRacyFileMapping(t *testing.T) {
 			src := e.write("f.txt", "old content", 0o644)
 			target := e.remote("f.txt")
 			cfg := e.config()
-			cfg.Cache, cfg.CacheClock = NewCache(), tt.clock
+			cfg.RacyClock = tt.clock
 			ops := []Operation{{ID: "op", Files: []Mapping{{SourcePath: src, TargetPath: target, Kind: KindFile}}}}
 			_, err := In(context.Background(), cfg, ops)
 			require.NoError(t, err)
-			f, ok := cfg.Cache.file(target)
+			f, ok := e.manifestOf(ops[0].Files[0])[target]
 			require.True(t, ok)
 			assert.Equal(t, tt.racy, f.racy)
 			if tt.rewrite {
@@ -315,14 +306,14 @@ func TestSyncInRacyFileMapping(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(src, []byte("NEW CONTENT"), 0o644))
 				require.NoError(t, os.Chtimes(src, fi.ModTime(), fi.ModTime()))
-				forgeHostSig(t, cfg.Cache, target, "", src, '0', true)
+				forgeHostSig(t, e, ops[0].Files[0], "", src, '0', true)
 			}
 			_, err = In(context.Background(), cfg, ops)
 			require.NoError(t, err)
 			uploads := 0
 			for _, c := range e.emu.Server.Journal(e.sandboxID) {
 				if c.Route == "bulk-upload" {
-					uploads += len(c.Paths)
+					uploads += len(workspacePaths(e, c.Paths))
 				}
 			}
 			assert.Equal(t, tt.uploads, uploads)

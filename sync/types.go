@@ -78,16 +78,18 @@ type Config struct {
 	Tracer Tracer
 	// NewID returns a fresh UUID for scratch names; default uuid.NewString.
 	NewID func() string
-	// Cache holds what earlier syncs left in this sandbox; nil makes every
-	// sync in a full one.
-	Cache *Cache
+	// SandboxID names the sandbox in the manifests that incremental sync in
+	// keeps there (see the package doc): a sync in then sends only what
+	// changed since the last one, on either side. Empty makes every sync in
+	// a full one, and writes no manifest.
+	SandboxID string
 	// Now is the clock for span timings; default time.Now.
 	Now func() time.Time
-	// CacheClock tells when a sync starts, for the Cache to find host
-	// files changed too recently for their timestamps to be trusted (see
-	// racySince); default time.Now. Apart from Now, which tests fake for
-	// span timings, since this one is compared with the kernel's file times.
-	CacheClock func() time.Time
+	// RacyClock tells when a sync starts, to find host files changed too
+	// recently for their timestamps to be trusted (see racySince); default
+	// time.Now. Apart from Now, which tests fake for span timings, since
+	// this one is compared with the kernel's file times.
+	RacyClock func() time.Time
 	// Local says the sandbox's toolbox is on this machine (loopback): a
 	// directory's tar is then stored in its gzip stream, not compressed,
 	// since compressing can only move CPU time from one process of this
@@ -106,8 +108,8 @@ func (c *Config) defaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.CacheClock == nil {
-		c.CacheClock = time.Now
+	if c.RacyClock == nil {
+		c.RacyClock = time.Now
 	}
 	if c.Tracer == nil {
 		c.Tracer = noTracer{}

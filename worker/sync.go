@@ -96,7 +96,7 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 		}
 		var results []filesync.Result
 		if in {
-			conf.Cache = w.syncs.cache(s.key)
+			conf.SandboxID = s.id()
 			results, err = filesync.In(ctx, conf, ops)
 		} else {
 			results, err = filesync.Out(ctx, conf, ops)
@@ -389,22 +389,13 @@ func nodeNumericalSeparator(v string) string {
 }
 
 // syncStates holds the per-lease sync state: the advisory writable set the
-// plugin records (nothing reads it yet; a future isolation wrapper may) and
-// the incremental-sync caches.
+// plugin records (nothing reads it yet; a future isolation wrapper may).
+// What incremental sync in needs lives in the sandbox (filesync's
+// manifests), not here.
 type syncStates struct {
 	mu       sync.Mutex
 	writable map[string][]string // lease key → directories, in insertion order
-	caches   map[string]*cacheSlot
-	clock    uint64
 }
-
-type cacheSlot struct {
-	cache    *filesync.Cache
-	lastUsed uint64
-}
-
-// maxSyncCaches bounds how many leases keep an incremental-sync cache.
-const maxSyncCaches = 16
 
 // recordWritable adds directories to a lease's advisory writable set.
 func (s *syncStates) recordWritable(key string, dirs []string) {
@@ -425,40 +416,6 @@ func (s *syncStates) writableDirs(key string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string{}, s.writable[key]...)
-}
-
-// cache returns the lease's incremental-sync cache, creating it (and
-// evicting the least recently used one beyond the bound).
-func (s *syncStates) cache(key string) *filesync.Cache {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.caches == nil {
-		s.caches = map[string]*cacheSlot{}
-	}
-	s.clock++
-	if slot := s.caches[key]; slot != nil {
-		slot.lastUsed = s.clock
-		return slot.cache
-	}
-	if len(s.caches) >= maxSyncCaches {
-		oldest := ""
-		for k, slot := range s.caches {
-			if oldest == "" || slot.lastUsed < s.caches[oldest].lastUsed {
-				oldest = k
-			}
-		}
-		delete(s.caches, oldest)
-	}
-	c := filesync.NewCache()
-	s.caches[key] = &cacheSlot{cache: c, lastUsed: s.clock}
-	return c
-}
-
-// forget drops a lease's cache (its sandbox is gone).
-func (s *syncStates) forget(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.caches, key)
 }
 
 func containsString(list []string, v string) bool {

@@ -80,18 +80,6 @@ func TestSyncInRecordsTheAdvisoryWritableSet(t *testing.T) {
 	assert.Empty(t, writableDirsFor(t, w, raw))
 }
 
-func TestSyncCachesAreBounded(t *testing.T) {
-	var s syncStates
-	first := s.cache("lease-0")
-	for i := 1; i <= maxSyncCaches; i++ {
-		s.cache("lease-" + string(rune('a'+i)))
-	}
-	assert.Len(t, s.caches, maxSyncCaches)
-	assert.NotSame(t, first, s.cache("lease-0"), "the least recently used cache was dropped")
-	s.forget("lease-0")
-	assert.Len(t, s.caches, maxSyncCaches-1)
-}
-
 func TestIsLoopbackURL(t *testing.T) {
 	api := func(s string) *string { return &s }
 	assert.True(t, isLoopbackURL("http://127.0.0.1:4000/toolbox", nil))

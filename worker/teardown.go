@@ -364,7 +364,6 @@ func (t *teardown) delete(ctx context.Context, s *leaseSandbox, cfg DriverConfig
 	if err != nil && !errors.Is(err, daytona.ErrNotFound) {
 		return nil, err
 	}
-	t.w.syncs.forget(t.key)
 	return receipt(s.id(), protocol.LeaseStateDestroyed), nil
 }
 

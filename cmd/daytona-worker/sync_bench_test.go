@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 )
 
 // Sync benchmarks: the real worker binary syncing a tree of
@@ -367,3 +371,125 @@ func (repeatReader) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// BenchmarkSyncTreeAfterRestart syncs the tree into a reusable lease,
+// shuts the worker down, starts a new one and syncs the unchanged tree
+// again: what the second sync moves is counted on the wire, every toolbox
+// request and response body between the new worker and the emulator
+// (sent: uploads and commands; received: command output, the listing and
+// manifest among it). Peak RSS is the higher of the two workers'.
+func BenchmarkSyncTreeAfterRestart(b *testing.B) {
+	files := benchEnvInt(b, "DAYTONA_BENCH_SYNC_FILES", 10_000)
+	size := int64(benchEnvInt(b, "DAYTONA_BENCH_SYNC_MB", 1024)) << 20
+	content := os.Getenv("DAYTONA_BENCH_SYNC_CONTENT")
+	if content == "" {
+		content = "mixed"
+	}
+	env, wire := countingEmulator(b)
+	src := filepath.Join(b.TempDir(), "tree")
+	makeBenchTree(b, src, files, size, content)
+	_, size = treeSize(b, src)
+	var sent, received, peak float64
+	var again time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		h := startHost(b, hostOptions{args: workerProfileArgs(i), env: benchWorkerEnv()})
+		l := h.acquire(leaseConfig(env, `,"timeoutMs":3600000,"reuseLease":true`))
+		target := filepath.Join(l.remoteCwd, "tree")
+		benchSync(b, h, "environmentSyncIn", syncBenchParams(l, "directory", src, target))
+		hwm, _ := procMemory(b, h.pid)
+		peak = max(peak, hwm)
+		h.shutdown()
+
+		h = startHost(b, hostOptions{env: benchWorkerEnv()})
+		wire.sent.Store(0)
+		wire.received.Store(0)
+		b.StartTimer()
+		res, d, _ := benchSync(b, h, "environmentSyncIn", syncBenchParams(l, "directory", src, target))
+		b.StopTimer()
+		again += d
+		sent += float64(wire.sent.Load())
+		received += float64(wire.received.Load())
+		if n, bytes := treeSize(b, target); n != files || bytes != size || int(res["filesTransferred"].(float64)) != files {
+			b.Fatalf("sandbox holds %d files, %d bytes; want %d, %d (%v)", n, bytes, files, size, res)
+		}
+		hwm, _ = procMemory(b, h.pid)
+		peak = max(peak, hwm)
+		h.destroy(l)
+		h.shutdown()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(again.Seconds()/n, "s-after-restart")
+	b.ReportMetric(sent/n, "bytes-sent-after-restart")
+	b.ReportMetric(received/n, "bytes-received-after-restart")
+	b.ReportMetric(100*sent/n/float64(size), "%-sent-after-restart")
+	b.ReportMetric(100*(sent+received)/n/float64(size), "%-moved-after-restart")
+	b.ReportMetric(peak, "MiB-peak-rss")
+}
+
+// wireCounter counts the bodies of toolbox requests and responses.
+type wireCounter struct {
+	sent, received atomic.Int64
+}
+
+// countingEmulator is benchEmulator behind a handler that counts toolbox
+// traffic (the sandboxes' toolbox URLs point back at the same server).
+func countingEmulator(b *testing.B) (*emulatorEnv, *wireCounter) {
+	b.Helper()
+	root := b.TempDir()
+	srv, err := emulator.New(emulator.Options{Root: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	wc := &wireCounter{}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.URL.Path, "/toolbox/") {
+			srv.ServeHTTP(w, r)
+			return
+		}
+		r.Body = countingBody{r.Body, &wc.sent}
+		srv.ServeHTTP(&countingResponse{ResponseWriter: w, n: &wc.received}, r)
+	}))
+	b.Cleanup(func() {
+		if err := srv.Close(); err != nil {
+			b.Error(err)
+		}
+		ts.Close()
+	})
+	env := &emulatorEnv{Env: &emulatortest.Env{Server: srv, HTTP: ts, APIURL: ts.URL + "/api", APIKey: emulator.DevAPIKey}, root: root}
+	removeDuplexDiagnostics(b, env.Env)
+	return env, wc
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+type countingResponse struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingResponse) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingResponse) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *countingResponse) Unwrap() http.ResponseWriter { return c.ResponseWriter }
