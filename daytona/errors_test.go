@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 func TestAPIErrorMapping(t *testing.T) {
@@ -375,8 +377,8 @@ func TestCreateRefusesLikeTheSDK(t *testing.T) {
 	}{
 		{CreateParams{Language: "ruby"}, "Invalid code-toolbox-language: ruby. Supported languages: python, typescript, javascript"},
 		{CreateParams{Language: "Python"}, "Invalid code-toolbox-language: Python. Supported languages: python, typescript, javascript"},
-		{CreateParams{AutoStopInterval: ptr(-1.0)}, "autoStopInterval must be a non-negative integer"},
-		{CreateParams{AutoArchiveInterval: ptr(-5.0)}, "autoArchiveInterval must be a non-negative integer"},
+		{CreateParams{AutoStopInterval: testutil.Ptr(-1.0)}, "autoStopInterval must be a non-negative integer"},
+		{CreateParams{AutoArchiveInterval: testutil.Ptr(-5.0)}, "autoArchiveInterval must be a non-negative integer"},
 	} {
 		_, err := c.Create(t.Context(), tc.p)
 		if err == nil || err.Error() != tc.want || !errors.Is(err, ErrInvalidArgument) {

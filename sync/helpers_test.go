@@ -128,5 +128,3 @@ func (s *recSpan) End(time.Time) {
 	defer s.r.mu.Unlock()
 	s.s.ended = true
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -32,6 +32,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/internal/jsonstream"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // ---- digests of large outputs ----
@@ -715,20 +716,6 @@ func sandboxView(t *testing.T, env *emulatorEnv, id string) emulator.SandboxView
 	return v
 }
 
-// eventually polls cond for up to d.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // processesWith lists the host processes whose command line contains token
 // (sandbox processes are real processes on this machine).
 func processesWith(token string) []string {
@@ -752,7 +739,7 @@ func processesWith(token string) []string {
 func assertNoProcessWith(t *testing.T, tokens ...string) {
 	t.Helper()
 	var left []string
-	ok := eventually(5*time.Second, func() bool {
+	ok := testutil.Eventually(5*time.Second, func() bool {
 		left = nil
 		for _, tok := range tokens {
 			left = append(left, processesWith(tok)...)
@@ -773,7 +760,7 @@ func finish(t *testing.T, h *host, env *emulatorEnv, leases ...lease) {
 	if err := waitForNoSandboxes(env, 10*time.Second); err != nil {
 		t.Error(err)
 	}
-	assert.True(t, eventually(10*time.Second, func() bool { return env.Server.LiveProcesses() == 0 }),
+	assert.True(t, testutil.Eventually(10*time.Second, func() bool { return env.Server.LiveProcesses() == 0 }),
 		"%d emulator processes still alive", env.Server.LiveProcesses())
 }
 
@@ -1621,7 +1608,7 @@ func TestExecuteRestartsAStoppedSandbox(t *testing.T) {
 // waitForLog waits until execute.log of inv has delivered want on stdout.
 func (h *host) waitForLog(inv, want string) {
 	h.t.Helper()
-	ok := eventually(30*time.Second, func() bool {
+	ok := testutil.Eventually(30*time.Second, func() bool {
 		out, _, _ := h.logs(inv)
 		return strings.Contains(out, want)
 	})
@@ -1664,7 +1651,7 @@ func TestExecuteReleaseWithCancelActiveWorkStopsTheCommand(t *testing.T) {
 	assert.Equal(t, "stopped", v.State)
 	assert.Zero(t, v.Sessions)
 	// The emulator's stop waits a bounded time for killed processes to go.
-	assert.True(t, eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).Processes == 0 }),
+	assert.True(t, testutil.Eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).Processes == 0 }),
 		"processes of the stopped sandbox")
 	assertNoProcessWith(t, name, sleep)
 	_, err := os.Stat(marker)
