@@ -1279,13 +1279,15 @@ func TestExecuteSurvivesDroppedLogStreams(t *testing.T) {
 // ---- 6. a command that prints a lot ----
 
 // bigOutputLines is how many 1000-byte lines TestExecuteRelaysLargeOutput
-// prints: 100 MB, less under -race and -short (the full size stays in
-// BenchmarkExecuteRelay).
+// prints: 100 MB in make test-long and without the race detector, less in
+// make test and under -short (the full size stays in BenchmarkExecuteRelay).
 func bigOutputLines() int {
 	if n, err := strconv.Atoi(os.Getenv("DAYTONA_WORKER_TEST_BIG_LINES")); err == nil && n > 0 {
 		return n
 	}
 	switch {
+	case testutil.Long():
+		return 100_000
 	case testing.Short():
 		return 8_000
 	case raceEnabled:
@@ -1418,7 +1420,13 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 	h := newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, hostOptions{hashResults: true, meterLines: true})
 	l := h.acquire(leaseConfig(env, ""))
 	line := "a line of output that a runaway loop prints again and again and again and again and again\n"
-	size := len(line) * (96_000_000 / len(line)) // whole lines
+	// Enough to drop a middle in make test; in make test-long (run without
+	// the race detector) enough that holding it all would show in the RSS.
+	total := 24_000_000
+	if testutil.Long() {
+		total = 96_000_000
+	}
+	size := len(line) * (total / len(line)) // whole lines
 	before := procRSS(t, p.cmd.Process.Pid, "VmRSS:")
 	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf("yes '%s' | head -c %d", strings.TrimSuffix(line, "\n"), size)}})
 	peak := procRSS(t, p.cmd.Process.Pid, "VmHWM:")
@@ -1431,9 +1439,9 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 	assert.Less(t, r.StdoutSum.N, int64(limit), "the result carries a part")
 	assert.True(t, strings.HasPrefix(full, r.StdoutSum.Head), "the result starts as the output does: %.60q", r.StdoutSum.Head)
 	t.Logf("worker RSS %.1f MiB before, peak %.1f MiB for %d MB of output", before, peak, size/1_000_000)
-	if !raceEnabled {
+	if !raceEnabled && testutil.Long() {
 		// (The race detector's shadow memory grows with what is touched;
-		// make test runs this suite again on a build without it.)
+		// make test-long runs this without it.)
 		assert.Less(t, peak-before, 56.0, "the worker held the whole output")
 	}
 	assert.LessOrEqual(t, h.meter.longest.Load(), int64(limit))
@@ -1444,8 +1452,8 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 // characters of one execute's output in execute.log and drops (after
 // parsing) every chunk past that; the worker sends none of those.
 func TestExecuteStreamsNoMoreThanTheHostTakes(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("relays 140 MB")
+	if !testutil.Long() {
+		t.Skip("relays 140 MB: make test-long runs it")
 	}
 	t.Parallel()
 	const hostCap = 128 << 20

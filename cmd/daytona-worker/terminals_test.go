@@ -205,15 +205,21 @@ func TestTerminalsRefuseBadInput(t *testing.T) {
 	h.finishTerminals(t, env, l)
 }
 
-// Not parallel: ten megabytes through a terminal are thousands of 4 KiB
-// round trips through the terminal driver, and under the race detector they
-// would crowd out tests that wait on the clock.
-func TestDuplexEchoesTenMegabytesThroughCat(t *testing.T) {
+// Not parallel: megabytes through a terminal are thousands of 4 KiB round
+// trips through the terminal driver, and under the race detector they would
+// crowd out tests that wait on the clock. Three megabytes (more than the
+// 1 MiB the test lets be on its way back) in make test, ten in make
+// test-long.
+func TestDuplexEchoesMegabytesThroughCat(t *testing.T) {
 	env, h, l := terminalLease(t, "")
 	r, rep := h.openDuplex(l, "cat")
 	require.Nil(t, rep.Error)
 	assert.Regexp(t, `^duplex-[0-9a-f-]{36}$`, r.sid)
-	payload := make([]byte, 10<<20)
+	size := 3 << 20
+	if testutil.Long() {
+		size = 10 << 20
+	}
+	payload := make([]byte, size)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	for i := range payload {
 		payload[i] = byte(rng.Uint32())
