@@ -5,7 +5,7 @@ WORKER    := $(BIN)/daytona-worker
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 
-.PHONY: all build run test bench bench-compare lint mutate fuzz sdk-check refcheck refcheck-random package interop clean
+.PHONY: all build run test test-long bench bench-compare lint mutate fuzz sdk-check refcheck refcheck-random package interop clean
 
 all: build
 
@@ -31,6 +31,14 @@ test:
 	@# connections then take internal/rawio's raw system calls, which race
 	@# builds replace: the end-to-end suite runs once more on such a binary.
 	$(GO) test -count=1 -timeout 30m ./cmd/daytona-worker/ ./internal/rawio/
+
+## test-long: what make test keeps short, at full length (DAYTONA_TEST_LONG=1): more random
+##            seeds, the very large transfers, and the worker's memory bounds on them, which
+##            only hold on a build without the race detector, as the worker ships (make test
+##            runs the same code under the race detector at smaller sizes); .ci/run runs both
+LONG_TESTS := TestTrimMiddleKeepsTheRelaysTakesWhole|TestTrimMiddleHoldsWhatTheResultCanCarry|TestExecuteRelaysLargeOutput|TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit|TestExecuteStreamsNoMoreThanTheHostTakes|TestDuplexEchoesMegabytesThroughCat
+test-long:
+	DAYTONA_TEST_LONG=1 $(GO) test -count=1 -timeout 30m -run '^($(LONG_TESTS))$$' ./worker/ ./cmd/daytona-worker/
 
 ## bench: speed and memory measurements (numbers are kept in docs/benchmarks.md)
 bench:

@@ -20,6 +20,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // The tests in this file run the client against the emulator: real HTTP, real
@@ -121,7 +122,7 @@ func TestEmulatorLifecycle(t *testing.T) {
 			name := "life-" + fmt.Sprint(transitional)
 			sb, err := e.c.CreateAndWait(ctx, daytona.CreateParams{
 				Name: name, Language: "python", Labels: map[string]string{"team": "a", "run": name},
-				Env: map[string]string{"GREETING": "hi"}, AutoStopInterval: ptr(0.0),
+				Env: map[string]string{"GREETING": "hi"}, AutoStopInterval: testutil.Ptr(0.0),
 			}, 30*time.Second)
 			if err != nil {
 				t.Fatal(err)
@@ -177,13 +178,11 @@ func TestEmulatorLifecycle(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 func TestEmulatorCreateFromImage(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, emulator.Options{})
 	sb, err := e.c.CreateAndWait(t.Context(), daytona.CreateParams{
-		Image: "ubuntu:22.04", Resources: &daytona.Resources{CPU: ptr(2.0), Memory: ptr(4.0), Disk: ptr(8.0)},
+		Image: "ubuntu:22.04", Resources: &daytona.Resources{CPU: testutil.Ptr(2.0), Memory: testutil.Ptr(4.0), Disk: testutil.Ptr(8.0)},
 	}, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -898,17 +897,6 @@ func sat(a, b uint64) uint64 {
 	return a - b
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestEmulatorPty(t *testing.T) {
 	t.Parallel()
 	e := startEnv(t, emulator.Options{StepDelay: emulator.Synchronous})
@@ -932,8 +920,8 @@ func TestEmulatorPty(t *testing.T) {
 	if err := h.SendInput(ctx, []byte("echo marker-$PTY_VAR; stty size\n")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "echo output", func() bool { return strings.Contains(out.String(), "marker-from-create") })
-	waitFor(t, "initial size", func() bool { return strings.Contains(out.String(), "40 120") })
+	testutil.WaitFor(t, "echo output", func() bool { return strings.Contains(out.String(), "marker-from-create") })
+	testutil.WaitFor(t, "initial size", func() bool { return strings.Contains(out.String(), "40 120") })
 	info, err := h.Resize(ctx, 100, 30)
 	if err != nil || info.Cols != 100 || info.Rows != 30 {
 		t.Fatalf("Resize = %+v, %v", info, err)
@@ -948,7 +936,7 @@ func TestEmulatorPty(t *testing.T) {
 		if err := h.SendInput(ctx, []byte("stty size\n")); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "an answer to stty size", func() bool {
+		testutil.WaitFor(t, "an answer to stty size", func() bool {
 			o := out.String()
 			return strings.Contains(o, "30 100") || strings.Count(o, "40 120") > stale
 		})

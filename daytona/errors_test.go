@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 func TestAPIErrorMapping(t *testing.T) {
@@ -354,8 +355,8 @@ func TestCreateRefusesLikeTheSDK(t *testing.T) {
 	}{
 		{CreateParams{Language: "ruby"}, "language", "ruby", `daytona: create: unsupported language "ruby" (supported: python, typescript, javascript)`},
 		{CreateParams{Language: "Python"}, "language", "Python", `daytona: create: unsupported language "Python" (supported: python, typescript, javascript)`},
-		{CreateParams{AutoStopInterval: ptr(-1.0)}, "autoStopInterval", "-1", "daytona: create: autoStopInterval must be a non-negative integer"},
-		{CreateParams{AutoArchiveInterval: ptr(2.5)}, "autoArchiveInterval", "2.5", "daytona: create: autoArchiveInterval must be a non-negative integer"},
+		{CreateParams{AutoStopInterval: testutil.Ptr(-1.0)}, "autoStopInterval", "-1", "daytona: create: autoStopInterval must be a non-negative integer"},
+		{CreateParams{AutoArchiveInterval: testutil.Ptr(2.5)}, "autoArchiveInterval", "2.5", "daytona: create: autoArchiveInterval must be a non-negative integer"},
 	} {
 		_, err := c.Create(t.Context(), tc.p)
 		var ie *InvalidArgumentError

@@ -1,18 +1,18 @@
 package daytona
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -21,49 +21,16 @@ func TestMain(m *testing.M) {
 
 const testKey = "sk-test-0123456789abcdef"
 
-// fakeClock advances only when slept on, so waits and back-offs run
-// instantly and are recorded.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	sleeps []time.Duration
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	f.mu.Lock()
-	f.sleeps = append(f.sleeps, d)
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
-	return ctx.Err()
-}
-
-// Advance moves the clock without recording a sleep: time a request took.
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
-}
-
-func (f *fakeClock) Sleeps() []time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]time.Duration(nil), f.sleeps...)
+// newFakeClock is a clock that moves only when slept on or advanced, so
+// that waits and back-offs run instantly and are recorded.
+func newFakeClock() *testutil.Clock {
+	return testutil.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // setup starts an httptest server with the control plane mounted under /api
 // and the toolbox under /toolbox, go-github style: any other path fails the
 // test. It returns a client with a fake clock and fixed jitter.
-func setup(t *testing.T, mutate ...func(*Config)) (*Client, *http.ServeMux, *httptest.Server, *fakeClock) {
+func setup(t *testing.T, mutate ...func(*Config)) (*Client, *http.ServeMux, *httptest.Server, *testutil.Clock) {
 	t.Helper()
 	mux := http.NewServeMux()
 	root := http.NewServeMux()

@@ -9,9 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-func ptr[T any](v T) *T { return &v }
+	"github.com/paperclipai/daytona-worker/internal/testutil"
+)
 
 func TestCreateBody(t *testing.T) {
 	t.Parallel()
@@ -23,19 +23,19 @@ func TestCreateBody(t *testing.T) {
 	}{
 		{name: "image with resources and language", target: "eu",
 			p: CreateParams{Name: "n", Image: "node:22", Language: "python", Labels: map[string]string{"a": "b"},
-				Resources: &Resources{CPU: ptr(2.0), Memory: ptr(4.0), Disk: ptr(10.0), GPU: ptr(1.0)}, AutoStopInterval: ptr(0.0),
-				AutoArchiveInterval: ptr(60.0), AutoDeleteInterval: ptr(-1.0), Env: map[string]string{"K": "V"}},
+				Resources: &Resources{CPU: testutil.Ptr(2.0), Memory: testutil.Ptr(4.0), Disk: testutil.Ptr(10.0), GPU: testutil.Ptr(1.0)}, AutoStopInterval: testutil.Ptr(0.0),
+				AutoArchiveInterval: testutil.Ptr(60.0), AutoDeleteInterval: testutil.Ptr(-1.0), Env: map[string]string{"K": "V"}},
 			want: `{"name":"n","env":{"K":"V"},"labels":{"a":"b","code-toolbox-language":"python"},"target":"eu",
 				"cpu":2,"gpu":1,"memory":4,"disk":10,"autoStopInterval":0,"autoArchiveInterval":60,"autoDeleteInterval":-1,
 				"buildInfo":{"dockerfileContent":"FROM node:22\n"}}`},
 		{name: "snapshot, ephemeral, per-call target", target: "us",
-			p:    CreateParams{Snapshot: "daytona-small", Ephemeral: true, Target: "eu", TTLMinutes: ptr(30), User: "root", Public: true},
+			p:    CreateParams{Snapshot: "daytona-small", Ephemeral: true, Target: "eu", TTLMinutes: testutil.Ptr(30), User: "root", Public: true},
 			want: `{"snapshot":"daytona-small","user":"root","env":{},"labels":{"code-toolbox-language":"python"},"public":true,"target":"eu","autoDeleteInterval":0,"ttlMinutes":30}`},
 		// Resources go as the numbers they are: a fraction, a zero.
-		{name: "fractional and zero resources", p: CreateParams{Image: "a", Resources: &Resources{CPU: ptr(0.5), Disk: ptr(0.0), Memory: ptr(1e-7)}},
+		{name: "fractional and zero resources", p: CreateParams{Image: "a", Resources: &Resources{CPU: testutil.Ptr(0.5), Disk: testutil.Ptr(0.0), Memory: testutil.Ptr(1e-7)}},
 			want: `{"env":{},"labels":{"code-toolbox-language":"python"},"cpu":0.5,"memory":1e-7,"disk":0,"buildInfo":{"dockerfileContent":"FROM a\n"}}`},
 		// Intervals go as the numbers they are, however large (Daytona refuses what it cannot hold).
-		{name: "intervals beyond int", p: CreateParams{AutoStopInterval: ptr(1e20), AutoDeleteInterval: ptr(-1e20)},
+		{name: "intervals beyond int", p: CreateParams{AutoStopInterval: testutil.Ptr(1e20), AutoDeleteInterval: testutil.Ptr(-1e20)},
 			want: `{"env":{},"labels":{"code-toolbox-language":"python"},"autoStopInterval":1e20,"autoDeleteInterval":-1e20}`},
 		// The SDK labels every sandbox with its code-toolbox language, python by default.
 		{name: "defaults", want: `{"env":{},"labels":{"code-toolbox-language":"python"}}`},
@@ -62,11 +62,11 @@ func TestCreateValidation(t *testing.T) {
 	c, _, _, _ := setup(t)
 	for _, p := range []CreateParams{
 		{Image: "a", Snapshot: "b"},
-		{Snapshot: "s", Resources: &Resources{CPU: ptr(2.0)}},
-		{AutoStopInterval: ptr(-1.0)},
-		{AutoArchiveInterval: ptr(-5.0)},
-		{AutoStopInterval: ptr(1.5)},
-		{TTLMinutes: ptr(-1)},
+		{Snapshot: "s", Resources: &Resources{CPU: testutil.Ptr(2.0)}},
+		{AutoStopInterval: testutil.Ptr(-1.0)},
+		{AutoArchiveInterval: testutil.Ptr(-5.0)},
+		{AutoStopInterval: testutil.Ptr(1.5)},
+		{TTLMinutes: testutil.Ptr(-1)},
 		{Language: "cobol"},
 	} {
 		if _, err := c.Create(t.Context(), p); err == nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
+
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // logStream is the marker-encoded log a fake daemon replays.
@@ -324,10 +326,10 @@ func TestPtyExitCodes(t *testing.T) {
 		wantClose  int
 		wantErr    error
 	}{
-		{input: "exit 0\n", wantCode: ptr(0), wantClose: 1000},
-		{input: "exit 3\n", wantCode: ptr(3), wantReason: "non-zero exit", wantClose: 1011},
-		{input: "bare\n", wantCode: ptr(0), wantClose: 1000},
-		{input: "custom\n", wantCode: ptr(42), wantError: "custom failure", wantClose: 4001},
+		{input: "exit 0\n", wantCode: testutil.Ptr(0), wantClose: 1000},
+		{input: "exit 3\n", wantCode: testutil.Ptr(3), wantReason: "non-zero exit", wantClose: 1011},
+		{input: "bare\n", wantCode: testutil.Ptr(0), wantClose: 1000},
+		{input: "custom\n", wantCode: testutil.Ptr(42), wantError: "custom failure", wantClose: 4001},
 		{input: "slow\n", wantError: "slow consumer", wantClose: 1008},
 		{input: "drop\n", wantErr: ErrStreamDropped},
 	}

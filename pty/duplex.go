@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/paperclipai/daytona-worker/daytona"
@@ -34,6 +35,18 @@ func DiagnosticsPathOfPTY(ptyID string) (path string, ok bool) {
 		return "", false
 	}
 	return DiagnosticsPath(uid), true
+}
+
+// RemoveDiagnostics removes the diagnostics files of the duplex channels
+// among ptyIDs, for tools and tests whose sandboxes run on this machine and
+// share its /tmp: the file outlives its channel, as it does in a real
+// sandbox, also when the channel's open failed.
+func RemoveDiagnostics(ptyIDs []string) {
+	for _, id := range ptyIDs {
+		if path, ok := DiagnosticsPathOfPTY(id); ok {
+			_ = os.Remove(path)
+		}
+	}
 }
 
 // shellQuote makes s one single-quoted shell word ('"'"' for a quote), as the

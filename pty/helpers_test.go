@@ -221,9 +221,11 @@ func newIDs(t *testing.T) *ids {
 	t.Cleanup(func() {
 		i.mu.Lock()
 		defer i.mu.Unlock()
-		for _, u := range i.uids {
-			_ = os.Remove(DiagnosticsPath(u))
+		ptyIDs := make([]string, len(i.uids))
+		for k, u := range i.uids {
+			ptyIDs[k] = duplexPTYPrefix + u
 		}
+		RemoveDiagnostics(ptyIDs)
 	})
 	return i
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // goroutineID is the number runtime.Stack prints for the calling goroutine.
@@ -23,19 +25,6 @@ func goroutineID(t *testing.T) int {
 	id, err := strconv.Atoi(string(f[1]))
 	require.NoError(t, err)
 	return id
-}
-
-// waitFor polls cond until it holds (a condition, not a timing assertion:
-// lineWait only tells a hung worker from a slow one).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(lineWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("still not: %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func TestAServingGoroutineTakesTheNextRequest(t *testing.T) {
@@ -51,7 +40,7 @@ func TestAServingGoroutineTakesTheNextRequest(t *testing.T) {
 	f := startConn(t, h, Options{})
 	f.send(`{"jsonrpc":"2.0","id":1,"method":"m","params":1}`)
 	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"result":null}`, f.recvRaw())
-	waitFor(t, "the goroutine that served the first request waits for another", func() bool { return f.conn.waiting.Load() == 1 })
+	testutil.WaitFor(t, "the goroutine that served the first request waits for another", func() bool { return f.conn.waiting.Load() == 1 })
 	f.send(`{"jsonrpc":"2.0","id":2,"method":"m","params":2}`)
 	assert.Equal(t, `{"jsonrpc":"2.0","id":2,"result":null}`, f.recvRaw())
 	mu.Lock()
@@ -80,7 +69,7 @@ func TestFewServingGoroutinesWaitAndAllEndWithServe(t *testing.T) {
 	for range n {
 		f.recv()
 	}
-	waitFor(t, "the goroutines past the bound end", func() bool { return f.conn.waiting.Load() == maxWaitingServers })
+	testutil.WaitFor(t, "the goroutines past the bound end", func() bool { return f.conn.waiting.Load() == maxWaitingServers })
 	f.toConn.Close()
 	require.NoError(t, func() error {
 		select {
@@ -91,5 +80,5 @@ func TestFewServingGoroutinesWaitAndAllEndWithServe(t *testing.T) {
 			return fmt.Errorf("Serve did not return")
 		}
 	}())
-	waitFor(t, "the waiting goroutines end once Serve returns", func() bool { return f.conn.waiting.Load() == 0 })
+	testutil.WaitFor(t, "the waiting goroutines end once Serve returns", func() bool { return f.conn.waiting.Load() == 0 })
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 func mixedData(n int) []byte {
@@ -114,20 +116,15 @@ func TestLevelControllerFollowsTheConsumer(t *testing.T) {
 	assert.GreaterOrEqual(t, run(400), 2, "2.5 MB/s consumer: compress")
 }
 
-// fakeClock advances only when the fake consumer is written to.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time { return c.t }
-
 // slowConsumer takes nsPerByte of (fake) time for every byte written.
 type slowConsumer struct {
-	clock     *fakeClock
+	clock     *testutil.Clock // moved only by what is written
 	nsPerByte float64
 	n         int
 }
 
 func (s *slowConsumer) Write(p []byte) (int, error) {
-	s.clock.t = s.clock.t.Add(time.Duration(s.nsPerByte * float64(len(p))))
+	s.clock.Advance(time.Duration(s.nsPerByte * float64(len(p))))
 	s.n += len(p)
 	return len(p), nil
 }
@@ -137,10 +134,10 @@ func (s *slowConsumer) Write(p []byte) (int, error) {
 func TestAdaptiveGzipCompressesForASlowConsumer(t *testing.T) {
 	t.Parallel()
 	data := bytes.Repeat([]byte("func main() { return nil }\n\tif err != nil {\n"), 200_000) // ~9 MB of text
-	clock := &fakeClock{t: time.Unix(0, 0)}
+	clock := testutil.NewClock(time.Unix(0, 0))
 	var out bytes.Buffer
 	consumer := &slowConsumer{clock: clock, nsPerByte: 50} // 20 MB/s
-	g := newAdaptiveGzip(io.MultiWriter(consumer, &out), clock.now)
+	g := newAdaptiveGzip(io.MultiWriter(consumer, &out), clock.Now)
 	_, err := g.Write(data)
 	require.NoError(t, err)
 	require.NoError(t, g.Close())

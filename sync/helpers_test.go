@@ -146,8 +146,6 @@ func (s *recSpan) End(time.Time) {
 	s.s.ended = true
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // workspacePaths keeps the paths below the workspace (an upload's files,
 // not the manifests beside them).
 func workspacePaths(e *env, paths []string) []string {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // fullSnapshot describes a tree for comparing an incremental sync with a
@@ -263,7 +265,7 @@ func TestIncrementalFileMappings(t *testing.T) {
 	ctx := context.Background()
 	cfg := e.config()
 	src := e.write("big.bin", strings.Repeat("x", 1<<16), 0o644)
-	ops := []Operation{{ID: "op", Files: []Mapping{{SourcePath: src, TargetPath: e.remote("big.bin"), Kind: KindFile, Mode: ptr(int64(0o640))}}}}
+	ops := []Operation{{ID: "op", Files: []Mapping{{SourcePath: src, TargetPath: e.remote("big.bin"), Kind: KindFile, Mode: testutil.Ptr(int64(0o640))}}}}
 	uploads := func() int {
 		n := 0
 		for _, c := range e.emu.Server.Journal(e.sandboxID) {
@@ -284,7 +286,7 @@ func TestIncrementalFileMappings(t *testing.T) {
 		{func() { e.write("big.bin", strings.Repeat("y", 1<<16), 0o644) }, 2, strings.Repeat("y", 1<<16), 0o640},
 		{func() { require.NoError(t, os.WriteFile(e.remote("big.bin"), []byte("agent"), 0o640)) }, 3, strings.Repeat("y", 1<<16), 0o640},
 		{func() { require.NoError(t, os.Chmod(e.remote("big.bin"), 0o777)) }, 4, strings.Repeat("y", 1<<16), 0o640},
-		{func() { ops[0].Files[0].Mode = ptr(int64(0o600)) }, 5, strings.Repeat("y", 1<<16), 0o600},
+		{func() { ops[0].Files[0].Mode = testutil.Ptr(int64(0o600)) }, 5, strings.Repeat("y", 1<<16), 0o600},
 	} {
 		if step.change != nil {
 			step.change()

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // wire counts what a sync sends the sandbox (upload bodies, paths and
@@ -113,7 +114,7 @@ func TestManifestRoundTrip(t *testing.T) {
 		"another source":   {m, other(func(m *Mapping) { m.SourcePath = "/h/other" })},
 		"another exclude":  {m, other(func(m *Mapping) { m.Exclude = nil })},
 		"following links":  {m, other(func(m *Mapping) { m.FollowSymlinks = true })},
-		"another mode":     {m, other(func(m *Mapping) { m.Mode = ptr(int64(0o555)) })},
+		"another mode":     {m, other(func(m *Mapping) { m.Mode = testutil.Ptr(int64(0o555)) })},
 		"a file's":         {m, other(func(m *Mapping) { m.Kind = KindFile })},
 		"count too large":  {strings.Replace(m, "\x004 ", "\x009 ", 1), id},
 		"not a manifest":   {"hello\x00world\x00", id},
@@ -160,7 +161,7 @@ func TestIncrementalSyncSurvivesRestart(t *testing.T) {
 	}
 	writeRandom(t, filepath.Join(e.host, "single.bin"), size, rng)
 	ops := []Operation{{ID: "op", Files: []Mapping{
-		{SourcePath: filepath.Join(e.host, "single.bin"), TargetPath: e.remote("single.bin"), Kind: KindFile, Mode: ptr(int64(0o600))},
+		{SourcePath: filepath.Join(e.host, "single.bin"), TargetPath: e.remote("single.bin"), Kind: KindFile, Mode: testutil.Ptr(int64(0o600))},
 		{SourcePath: filepath.Join(e.host, "src"), TargetPath: e.remote("tree"), Kind: KindDirectory},
 	}}}
 	first, sent1 := e.syncCounted(t, ops)
@@ -258,7 +259,7 @@ func randomisedRun(t *testing.T, seed uint64, rounds int) {
 	inc, full := e.remote("inc"), e.remote("full")
 	opsFor := func(target string) []Operation {
 		return []Operation{{ID: "op", Files: []Mapping{
-			{SourcePath: single, TargetPath: target + "-single.txt", Kind: KindFile, Mode: ptr(int64(0o640))},
+			{SourcePath: single, TargetPath: target + "-single.txt", Kind: KindFile, Mode: testutil.Ptr(int64(0o640))},
 			{SourcePath: src, TargetPath: target, Kind: KindDirectory, Exclude: []string{"*.log"}},
 		}}}
 	}

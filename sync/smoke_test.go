@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 func TestSmokeRoundTrip(t *testing.T) {
@@ -22,7 +24,7 @@ func TestSmokeRoundTrip(t *testing.T) {
 
 	res, err := In(ctx, e.config(), []Operation{{ID: "op", Files: []Mapping{
 		{SourcePath: src, TargetPath: e.remote("proj"), Kind: KindDirectory},
-		{SourcePath: filepath.Join(e.host, "one.txt"), TargetPath: e.remote("one.txt"), Kind: KindFile, Mode: ptr(int64(0o600))},
+		{SourcePath: filepath.Join(e.host, "one.txt"), TargetPath: e.remote("one.txt"), Kind: KindFile, Mode: testutil.Ptr(int64(0o600))},
 	}}})
 	require.NoError(t, err)
 	t.Logf("%+v spans %v", res, e.tracer.names())
@@ -37,7 +39,7 @@ func TestSmokeRoundTrip(t *testing.T) {
 	restored := filepath.Join(e.host, "restored")
 	res, err = Out(ctx, e.config(), []Operation{{ID: "out", Files: []Mapping{
 		{SourcePath: e.remote("proj"), TargetPath: restored, Kind: KindDirectory},
-		{SourcePath: e.remote("one.txt"), TargetPath: filepath.Join(e.host, "back.txt"), Kind: KindFile, Mode: ptr(int64(0o640))},
+		{SourcePath: e.remote("one.txt"), TargetPath: filepath.Join(e.host, "back.txt"), Kind: KindFile, Mode: testutil.Ptr(int64(0o640))},
 	}}})
 	require.NoError(t, err)
 	t.Logf("%+v", res)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -209,12 +210,12 @@ func TestExecuteRetriesAnExitCodeThatComesLate(t *testing.T) {
 func TestExecuteMarksTheHandleFreshAfterASuccess(t *testing.T) {
 	t.Parallel()
 	env := emulatortest.Start(t, emulator.Options{})
-	clock := &fakeClock{now: time.Now()}
+	clock := testutil.NewClock(time.Now())
 	w := safetyWorker(t, Timing{}, clock.Now)
 	// autoStopInterval 1 min: a handle unconfirmed for 30 s is re-read.
 	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"autoStopInterval":1`)
 
-	clock.advance(20 * time.Second)
+	clock.Advance(20 * time.Second)
 	rec := env.Server.Record()
 	r := executeResult(t, l, `"command":"true"`)
 	rec.Stop()
@@ -222,7 +223,7 @@ func TestExecuteMarksTheHandleFreshAfterASuccess(t *testing.T) {
 	assert.Zero(t, rec.Count(routeGetSandbox, l.id), "20 s after the acquire the handle is fresh")
 
 	// 40 s after the acquire, 20 s after the last command.
-	clock.advance(20 * time.Second)
+	clock.Advance(20 * time.Second)
 	rec = env.Server.Record()
 	r = executeResult(t, l, `"command":"true"`)
 	rec.Stop()
@@ -231,7 +232,7 @@ func TestExecuteMarksTheHandleFreshAfterASuccess(t *testing.T) {
 	assert.Zero(t, rec.Count(routeGetSandbox, l.id), "the last command confirmed the handle; no control-plane read")
 
 	// Past the window since the last command, the handle is re-read once.
-	clock.advance(31 * time.Second)
+	clock.Advance(31 * time.Second)
 	rec = env.Server.Record()
 	r = executeResult(t, l, `"command":"true"`)
 	rec.Stop()
@@ -250,14 +251,14 @@ func TestExecuteMarksTheHandleFreshAfterASuccess(t *testing.T) {
 func TestExecuteRefreshesAStaleHandle(t *testing.T) {
 	t.Parallel()
 	env := emulatortest.Start(t, emulator.Options{})
-	clock := &fakeClock{now: time.Now()}
+	clock := testutil.NewClock(time.Now())
 	w := safetyWorker(t, Timing{}, clock.Now)
 	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"autoStopInterval":1`, `"reuseLease":true`)
 	r := executeResult(t, l, `"command":"sh","args":["-c","echo one > first; cat first"]`)
 	require.Equal(t, "one\n", r.Stdout)
 
 	require.NoError(t, env.Server.StopBehindClientsBack(l.id))
-	clock.advance(31 * time.Second) // an idle spell longer than half the auto-stop interval
+	clock.Advance(31 * time.Second) // an idle spell longer than half the auto-stop interval
 
 	rec := env.Server.Record()
 	r = executeResult(t, l, `"command":"sh","args":["-c","echo two; cat first"]`)
@@ -283,7 +284,7 @@ func TestExecuteRefreshesAStaleHandle(t *testing.T) {
 func TestExecuteRestartsASandboxStoppedBehindAFreshHandle(t *testing.T) {
 	t.Parallel()
 	env := emulatortest.Start(t, emulator.Options{})
-	clock := &fakeClock{now: time.Now()}
+	clock := testutil.NewClock(time.Now())
 	w := safetyWorker(t, Timing{}, clock.Now)
 	l := acquireThroughHandler(t, w, env.APIKey, env.APIURL, `"autoStopInterval":1`, `"reuseLease":true`)
 	r := executeResult(t, l, `"command":"sh","args":["-c","echo one > first"]`)

@@ -15,30 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
-
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// waitFor waits until cond holds; the bound only stops a hung test.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	require.Eventually(t, cond, time.Minute, time.Millisecond)
-}
 
 // handleWaiters counts the callers waiting on the lease's handle fetch.
 func handleWaiters(l *leases, sc scope) int {
@@ -86,7 +64,7 @@ func TestScopeKeyIsTheReferenceStableJSON(t *testing.T) {
 
 func TestHandleCacheSingleFlightAndEviction(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: time.Unix(1000, 0)}
+	clock := testutil.NewClock(time.Unix(1000, 0))
 	l := newLeases(clock.Now)
 	sc := testScope("sbx-1")
 	var fetches atomic.Int32
@@ -113,7 +91,7 @@ func TestHandleCacheSingleFlightAndEviction(t *testing.T) {
 	}
 	// Every caller has joined the one fetch in flight: one fetches, seven
 	// wait on it. Only then may it finish.
-	waitFor(t, func() bool { return fetches.Load() == 1 && handleWaiters(l, sc) == len(hits)-1 })
+	testutil.WaitFor(t, "one handle fetch, the other callers waiting on it", func() bool { return fetches.Load() == 1 && handleWaiters(l, sc) == len(hits)-1 })
 	close(release)
 	wg.Wait()
 	for i := range hits {
@@ -152,9 +130,9 @@ func TestHandleCacheSingleFlightAndEviction(t *testing.T) {
 	h, _, err := l.getHandle(context.Background(), sc, fetch)
 	require.NoError(t, err)
 	assert.False(t, l.stale(h, 15))
-	clock.advance(7*time.Minute + 29*time.Second)
+	clock.Advance(7*time.Minute + 29*time.Second)
 	assert.False(t, l.stale(h, 15))
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	assert.True(t, l.stale(h, 15))
 	l.markFresh(sc.key())
 	assert.False(t, l.stale(h, 15))
@@ -194,7 +172,7 @@ func TestTeardownGateHoldsNewActivityAndClosedLeasesRefuseIt(t *testing.T) {
 		})
 	}()
 	// The activity is blocked on the teardown gate, not merely late.
-	waitFor(t, func() bool { return td.waiting.Load() == 1 })
+	testutil.WaitFor(t, "the teardown waiting", func() bool { return td.waiting.Load() == 1 })
 	select {
 	case <-ran:
 		t.Fatal("activity ran during a teardown")
@@ -268,7 +246,7 @@ func TestSessionCreatedOnceAndRetriedAfterFailure(t *testing.T) {
 		}()
 	}
 	// One creates, five wait on its flight; only then may it finish.
-	waitFor(t, func() bool { return creates.Load() == 1 && sessionWaiters(l, key) == len(ids)-1 })
+	testutil.WaitFor(t, "one session create, the other callers waiting on it", func() bool { return creates.Load() == 1 && sessionWaiters(l, key) == len(ids)-1 })
 	close(gate)
 	wg.Wait()
 	assert.EqualValues(t, 1, creates.Load())
@@ -292,10 +270,10 @@ func TestSessionCreatedOnceAndRetriedAfterFailure(t *testing.T) {
 
 func TestTombstonesArePrunedAfterADay(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: time.Unix(0, 0)}
+	clock := testutil.NewClock(time.Unix(0, 0))
 	l := newLeases(clock.Now)
 	l.close(testScope("old"))
-	clock.advance(25 * time.Hour)
+	clock.Advance(25 * time.Hour)
 	l.close(testScope("new"))
 	assert.False(t, l.isClosed(testScope("old").key()))
 	assert.True(t, l.isClosed(testScope("new").key()))

@@ -32,6 +32,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/internal/jsonstream"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // ---- digests of large outputs ----
@@ -715,20 +716,6 @@ func sandboxView(t *testing.T, env *emulatorEnv, id string) emulator.SandboxView
 	return v
 }
 
-// eventually polls cond for up to d.
-func eventually(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // processesWith lists the host processes whose command line contains token
 // (sandbox processes are real processes on this machine).
 func processesWith(token string) []string {
@@ -752,7 +739,7 @@ func processesWith(token string) []string {
 func assertNoProcessWith(t *testing.T, tokens ...string) {
 	t.Helper()
 	var left []string
-	ok := eventually(5*time.Second, func() bool {
+	ok := testutil.Eventually(5*time.Second, func() bool {
 		left = nil
 		for _, tok := range tokens {
 			left = append(left, processesWith(tok)...)
@@ -773,7 +760,7 @@ func finish(t *testing.T, h *host, env *emulatorEnv, leases ...lease) {
 	if err := waitForNoSandboxes(env, 10*time.Second); err != nil {
 		t.Error(err)
 	}
-	assert.True(t, eventually(10*time.Second, func() bool { return env.Server.LiveProcesses() == 0 }),
+	assert.True(t, testutil.Eventually(10*time.Second, func() bool { return env.Server.LiveProcesses() == 0 }),
 		"%d emulator processes still alive", env.Server.LiveProcesses())
 }
 
@@ -1292,13 +1279,15 @@ func TestExecuteSurvivesDroppedLogStreams(t *testing.T) {
 // ---- 6. a command that prints a lot ----
 
 // bigOutputLines is how many 1000-byte lines TestExecuteRelaysLargeOutput
-// prints: 100 MB, less under -race and -short (the full size stays in
-// BenchmarkExecuteRelay).
+// prints: 100 MB in make test-long and without the race detector, less in
+// make test and under -short (the full size stays in BenchmarkExecuteRelay).
 func bigOutputLines() int {
 	if n, err := strconv.Atoi(os.Getenv("DAYTONA_WORKER_TEST_BIG_LINES")); err == nil && n > 0 {
 		return n
 	}
 	switch {
+	case testutil.Long():
+		return 100_000
 	case testing.Short():
 		return 8_000
 	case raceEnabled:
@@ -1431,7 +1420,13 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 	h := newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, hostOptions{hashResults: true, meterLines: true})
 	l := h.acquire(leaseConfig(env, ""))
 	line := "a line of output that a runaway loop prints again and again and again and again and again\n"
-	size := len(line) * (96_000_000 / len(line)) // whole lines
+	// Enough to drop a middle in make test; in make test-long (run without
+	// the race detector) enough that holding it all would show in the RSS.
+	total := 24_000_000
+	if testutil.Long() {
+		total = 96_000_000
+	}
+	size := len(line) * (total / len(line)) // whole lines
 	before := procRSS(t, p.cmd.Process.Pid, "VmRSS:")
 	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf("yes '%s' | head -c %d", strings.TrimSuffix(line, "\n"), size)}})
 	peak := procRSS(t, p.cmd.Process.Pid, "VmHWM:")
@@ -1444,9 +1439,9 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 	assert.Less(t, r.StdoutSum.N, int64(limit), "the result carries a part")
 	assert.True(t, strings.HasPrefix(full, r.StdoutSum.Head), "the result starts as the output does: %.60q", r.StdoutSum.Head)
 	t.Logf("worker RSS %.1f MiB before, peak %.1f MiB for %d MB of output", before, peak, size/1_000_000)
-	if !raceEnabled {
+	if !raceEnabled && testutil.Long() {
 		// (The race detector's shadow memory grows with what is touched;
-		// make test runs this suite again on a build without it.)
+		// make test-long runs this without it.)
 		assert.Less(t, peak-before, 56.0, "the worker held the whole output")
 	}
 	assert.LessOrEqual(t, h.meter.longest.Load(), int64(limit))
@@ -1457,8 +1452,8 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 // characters of one execute's output in execute.log and drops (after
 // parsing) every chunk past that; the worker sends none of those.
 func TestExecuteStreamsNoMoreThanTheHostTakes(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("relays 140 MB")
+	if !testutil.Long() {
+		t.Skip("relays 140 MB: make test-long runs it")
 	}
 	t.Parallel()
 	const hostCap = 128 << 20
@@ -1621,7 +1616,7 @@ func TestExecuteRestartsAStoppedSandbox(t *testing.T) {
 // waitForLog waits until execute.log of inv has delivered want on stdout.
 func (h *host) waitForLog(inv, want string) {
 	h.t.Helper()
-	ok := eventually(30*time.Second, func() bool {
+	ok := testutil.Eventually(30*time.Second, func() bool {
 		out, _, _ := h.logs(inv)
 		return strings.Contains(out, want)
 	})
@@ -1664,7 +1659,7 @@ func TestExecuteReleaseWithCancelActiveWorkStopsTheCommand(t *testing.T) {
 	assert.Equal(t, "stopped", v.State)
 	assert.Zero(t, v.Sessions)
 	// The emulator's stop waits a bounded time for killed processes to go.
-	assert.True(t, eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).Processes == 0 }),
+	assert.True(t, testutil.Eventually(10*time.Second, func() bool { return sandboxView(t, env, l.id).Processes == 0 }),
 		"processes of the stopped sandbox")
 	assertNoProcessWith(t, name, sleep)
 	_, err := os.Stat(marker)

@@ -33,18 +33,10 @@ func startEmulator(t *testing.T, opts emulator.Options) *emulatorEnv {
 }
 
 // removeDuplexDiagnostics removes, when tb ends, the diagnostics file of
-// every duplex channel env's sandboxes opened: sandbox processes share this
-// machine's /tmp, and the file stays there (as it does in a real sandbox),
-// also for a channel whose open failed and whose session the host never
-// learnt.
+// every duplex channel env's sandboxes opened, also of a channel whose open
+// failed and whose session the host never learnt.
 func removeDuplexDiagnostics(tb testing.TB, env *emulatortest.Env) {
-	tb.Cleanup(func() {
-		for _, id := range env.Server.PTYSessionIDs() {
-			if path, ok := pty.DiagnosticsPathOfPTY(id); ok {
-				_ = os.Remove(path)
-			}
-		}
-	})
+	tb.Cleanup(func() { pty.RemoveDiagnostics(env.Server.PTYSessionIDs()) })
 }
 
 // vars are the variables a transcript against the emulator can use.

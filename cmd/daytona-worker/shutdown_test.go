@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // A worker told to stop (shutdown, or the end of its input) while an acquire
@@ -70,7 +71,7 @@ func TestShutdownAnswersAnExecuteWhoseCleanupIsSlow(t *testing.T) {
 			marker := randomToken("slow-cleanup")
 			p, inv := h.start(l, cmdSpec{command: "sh", args: []string{"-c", "echo started; sleep 30; true", marker}, stdin: strp("input"), bypass: bypass})
 			if bypass {
-				require.True(t, eventually(30*time.Second, func() bool { return len(processesWith(marker)) > 0 }), "the command never started")
+				require.True(t, testutil.Eventually(30*time.Second, func() bool { return len(processesWith(marker)) > 0 }), "the command never started")
 			} else {
 				h.waitForLog(inv, "started\n")
 			}

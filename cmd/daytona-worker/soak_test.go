@@ -67,6 +67,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 	"github.com/paperclipai/daytona-worker/internal/utf8text"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
@@ -361,7 +362,7 @@ func runSoak(t *testing.T, bin string, seed uint64, set soakSettings) {
 		end.total(end.fds), end.total(end.goroutines), base.total(base.fds), base.total(base.goroutines))
 	r.shutdown(r.cur)
 	r.checkNoSandboxes("after the shutdown")
-	if !eventually(10*time.Second, func() bool { return r.env.Server.LiveProcesses() == 0 }) {
+	if !testutil.Eventually(10*time.Second, func() bool { return r.env.Server.LiveProcesses() == 0 }) {
 		r.fail("%d emulator processes still alive after the shutdown", r.env.Server.LiveProcesses())
 	}
 	t.Logf("seed %d: %d actions, %d restarts, %d fault hits, executes checked exactly %d, whole under a fault %d, failed under a fault %d, %s",
@@ -563,7 +564,7 @@ func (s soakResources) total(m map[string]int) int {
 func (r *soakRun) resources(h *soakHost, base *soakResources) (soakResources, bool) {
 	var got soakResources
 	var err error
-	settled := eventually(20*time.Second, func() bool {
+	settled := testutil.Eventually(20*time.Second, func() bool {
 		r.env.HTTP.CloseClientConnections()
 		got, err = r.measure(h)
 		if err != nil {
@@ -635,7 +636,7 @@ func (r *soakRun) measure(h *soakHost) (soakResources, error) {
 		return res, err
 	}
 	var dump []byte
-	if !eventually(10*time.Second, func() bool {
+	if !testutil.Eventually(10*time.Second, func() bool {
 		dump, err = os.ReadFile(r.dump)
 		return err == nil
 	}) {
@@ -1424,7 +1425,7 @@ func (l *soakLane) teardown(method string, cancel bool) bool {
 func (l *soakLane) checkAtRest(id, state, method string) {
 	var last emulator.SandboxView
 	var exists bool
-	ok := eventually(10*time.Second, func() bool {
+	ok := testutil.Eventually(10*time.Second, func() bool {
 		last, exists = l.r.env.Server.Sandbox(id)
 		switch {
 		case !exists:
@@ -1478,7 +1479,7 @@ func (l *soakLane) teardownWithWorkInFlight() {
 		// Let the commands start first.
 		h := l.r.host()
 		for inv := range started {
-			eventually(20*time.Second, func() bool { out, _, _ := h.streamed(inv); return out != "" })
+			testutil.Eventually(20*time.Second, func() bool { out, _, _ := h.streamed(inv); return out != "" })
 		}
 	}
 	var routeHost *soakHost

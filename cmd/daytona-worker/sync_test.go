@@ -29,6 +29,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 	"github.com/paperclipai/daytona-worker/internal/transcript"
 )
 
@@ -254,7 +255,7 @@ func (r *syncRig) index(match func(emulator.ToolboxCall) bool) int {
 func (r *syncRig) spans(inv string, n int) []map[string]any {
 	r.t.Helper()
 	var got []map[string]any
-	ok := eventually(30*time.Second, func() bool { got = r.h.recordedSpans(inv); return len(got) >= n })
+	ok := testutil.Eventually(30*time.Second, func() bool { got = r.h.recordedSpans(inv); return len(got) >= n })
 	require.True(r.t, ok, "want %d spans, got %v", n, got)
 	out := make([]map[string]any, len(got))
 	for i, s := range got {
@@ -515,7 +516,7 @@ func TestSyncInDirectoryTarball(t *testing.T) {
 	p, _ := r.start("environmentSyncIn", op("op", []map[string]any{
 		mapping(r.hostPath("assets"), target, "directory", "exclude", []string{"*.log"})}))
 	var tarballs []string
-	require.True(t, eventually(30*time.Second, func() bool {
+	require.True(t, testutil.Eventually(30*time.Second, func() bool {
 		tarballs, _ = filepath.Glob(filepath.Join(r.remote, ".paperclip-upload-*.tar.gz"))
 		return len(tarballs) == 1 && len(r.calls("bulk-upload")) == 1
 	}), "the tarball arrives")
@@ -607,7 +608,7 @@ func TestSyncOutFileBatch(t *testing.T) {
 		mapping(r.rpath("out/secret.key"), r.hostPath("secret.key"), "file", "mode", 0o600),
 	}))
 	var temps []string
-	require.True(t, eventually(30*time.Second, func() bool { temps = scratch(t, r.dir); return len(temps) == 2 }))
+	require.True(t, testutil.Eventually(30*time.Second, func() bool { temps = scratch(t, r.dir); return len(temps) == 2 }))
 	for _, tmp := range temps {
 		fi, err := os.Stat(tmp)
 		require.NoError(t, err)
@@ -758,7 +759,7 @@ func TestSyncOutDownloadFailureWritesNothing(t *testing.T) {
 	// Wait for its content, not only its name: the copy may still be
 	// writing it when both names show.
 	var gone string
-	require.True(t, eventually(30*time.Second, func() bool {
+	require.True(t, testutil.Eventually(30*time.Second, func() bool {
 		for _, s := range scratch(t, r.remote) {
 			if b, _ := os.ReadFile(s); string(b) == "soon gone" {
 				gone = s
@@ -807,7 +808,7 @@ func TestSyncOutSandboxVanishesMidway(t *testing.T) {
 	gate := make(chan struct{})
 	r.env.Server.AddFault(emulator.Fault{Path: `/files/bulk-download$`, Gate: gate, Times: 1})
 	p, _ := r.start("environmentSyncOut", op("op", []map[string]any{mapping(r.rpath("a.txt"), r.hostPath("a.txt"), "file")}))
-	require.True(t, eventually(30*time.Second, func() bool { return requestCount(r.env, "POST /toolbox/{sandboxId}/files/bulk-download") == 1 }))
+	require.True(t, testutil.Eventually(30*time.Second, func() bool { return requestCount(r.env, "POST /toolbox/{sandboxId}/files/bulk-download") == 1 }))
 	require.NoError(t, deleteBehindBack(r))
 	close(gate)
 	assert.Equal(t, "daytona_sandbox_not_found", r.failed(p.wait()))
@@ -826,7 +827,7 @@ func deleteBehindBack(r *syncRig) error {
 	if _, err := c.Delete(context.Background(), r.l.id); err != nil {
 		return err
 	}
-	if !eventually(10*time.Second, func() bool { _, ok := r.env.Server.Sandbox(r.l.id); return !ok }) {
+	if !testutil.Eventually(10*time.Second, func() bool { _, ok := r.env.Server.Sandbox(r.l.id); return !ok }) {
 		return fmt.Errorf("sandbox %s still exists", r.l.id)
 	}
 	return nil
@@ -1238,7 +1239,7 @@ func TestSyncInConcurrentCalls(t *testing.T) {
 	r.env.Server.AddFault(emulator.Fault{Path: `/files/bulk-upload$`, Gate: gate})
 	pa, _ := r.start("environmentSyncIn", op("in-a", []map[string]any{mapping(a, r.rpath("a.txt"), "file")}))
 	pb, _ := r.start("environmentSyncIn", op("in-b", []map[string]any{mapping(b, r.rpath("b.txt"), "file")}))
-	require.True(t, eventually(30*time.Second, func() bool {
+	require.True(t, testutil.Eventually(30*time.Second, func() bool {
 		return requestCount(r.env, "POST /toolbox/{sandboxId}/files/bulk-upload") == 2
 	}), "both uploads are in flight at once")
 	close(gate)
@@ -1269,7 +1270,7 @@ func TestSyncOutConcurrentCalls(t *testing.T) {
 	r.env.Server.AddFault(emulator.Fault{Path: `/files/bulk-download$`, Gate: gate})
 	pa, _ := r.start("environmentSyncOut", op("a", []map[string]any{mapping(r.rpath("a.txt"), r.hostPath("a.txt"), "file")}))
 	pb, _ := r.start("environmentSyncOut", op("b", []map[string]any{mapping(r.rpath("b.txt"), r.hostPath("b.txt"), "file")}))
-	require.True(t, eventually(30*time.Second, func() bool {
+	require.True(t, testutil.Eventually(30*time.Second, func() bool {
 		return requestCount(r.env, "POST /toolbox/{sandboxId}/files/bulk-download") == 2
 	}))
 	close(gate)
@@ -1301,7 +1302,7 @@ func TestDestroyWaitsForActiveSyncs(t *testing.T) {
 	r.env.Server.AddFault(emulator.Fault{Path: `/files/bulk-download$`, Gate: downGate})
 	pin, _ := r.start("environmentSyncIn", op("in", []map[string]any{mapping(a, r.rpath("a.txt"), "file")}))
 	pout, _ := r.start("environmentSyncOut", op("out", []map[string]any{mapping(r.rpath("b.txt"), r.hostPath("b.txt"), "file")}))
-	require.True(t, eventually(30*time.Second, func() bool {
+	require.True(t, testutil.Eventually(30*time.Second, func() bool {
 		return requestCount(r.env, "POST /toolbox/{sandboxId}/files/bulk-upload") == 1 &&
 			requestCount(r.env, "POST /toolbox/{sandboxId}/files/bulk-download") == 1
 	}))
@@ -1335,7 +1336,7 @@ func TestSyncDuringReleaseIsRefused(t *testing.T) {
 	upload := make(chan struct{})
 	r.env.Server.AddFault(emulator.Fault{Path: `/files/bulk-upload$`, Gate: upload, Times: 1})
 	first, _ := r.start("environmentSyncIn", op("first", []map[string]any{mapping(a, r.rpath("a.txt"), "file")}))
-	require.True(t, eventually(30*time.Second, func() bool {
+	require.True(t, testutil.Eventually(30*time.Second, func() bool {
 		return requestCount(r.env, "POST /toolbox/{sandboxId}/files/bulk-upload") == 1
 	}))
 	// Hold the release at the refresh it makes once the first sync is done.
@@ -1346,7 +1347,7 @@ func TestSyncDuringReleaseIsRefused(t *testing.T) {
 	release := r.h.call("environmentReleaseLease", r.h.releaseParams(r.l, nil), "")
 	close(upload)
 	r.ok(first.wait())
-	require.True(t, eventually(30*time.Second, func() bool { return requestCount(r.env, routeGet) > gets }),
+	require.True(t, testutil.Eventually(30*time.Second, func() bool { return requestCount(r.env, routeGet) > gets }),
 		"the release reaches its refresh")
 	late, _ := r.start("environmentSyncIn", op("late", []map[string]any{mapping(a, r.rpath("late.txt"), "file")}))
 	close(refresh)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/internal/procstat"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // terminalLease starts an emulator and a worker, acquires a lease (the
@@ -204,15 +205,21 @@ func TestTerminalsRefuseBadInput(t *testing.T) {
 	h.finishTerminals(t, env, l)
 }
 
-// Not parallel: ten megabytes through a terminal are thousands of 4 KiB
-// round trips through the terminal driver, and under the race detector they
-// would crowd out tests that wait on the clock.
-func TestDuplexEchoesTenMegabytesThroughCat(t *testing.T) {
+// Not parallel: megabytes through a terminal are thousands of 4 KiB round
+// trips through the terminal driver, and under the race detector they would
+// crowd out tests that wait on the clock. Three megabytes (more than the
+// 1 MiB the test lets be on its way back) in make test, ten in make
+// test-long.
+func TestDuplexEchoesMegabytesThroughCat(t *testing.T) {
 	env, h, l := terminalLease(t, "")
 	r, rep := h.openDuplex(l, "cat")
 	require.Nil(t, rep.Error)
 	assert.Regexp(t, `^duplex-[0-9a-f-]{36}$`, r.sid)
-	payload := make([]byte, 10<<20)
+	size := 3 << 20
+	if testutil.Long() {
+		size = 10 << 20
+	}
+	payload := make([]byte, size)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	for i := range payload {
 		payload[i] = byte(rng.Uint32())
@@ -331,7 +338,7 @@ func TestStopAndCloseInEveryOrder(t *testing.T) {
 	assert.Equal(t, 137, *loginCode)
 	h.closeLogin(k)
 
-	assert.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }),
+	assert.True(t, testutil.Eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }),
 		"every PTY is gone: %d left", sandboxView(t, env, l.id).PTYs)
 	h.finishTerminals(t, env, l)
 }
@@ -387,7 +394,7 @@ func TestChannelOpenAcrossALeaseRelease(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(home, ".bash_profile"), []byte("sleep 1\n"), 0o644))
 			r := h.newDuplexRoute()
 			open := h.send(h.openDuplexRequest(r, l, []string{"cat"}))[0]
-			require.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs > 0 }), "the open reached the sandbox")
+			require.True(t, testutil.Eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs > 0 }), "the open reached the sandbox")
 			rel := h.call("environmentReleaseLease", h.releaseParams(l, map[string]any{"cancelActiveWork": cancelActive}), newInvocation()).wait()
 			require.Nil(t, rel.Error, "release: %v", rel.Error)
 			rep := open.wait()
@@ -448,7 +455,7 @@ func TestShutdownEndsEveryTerminal(t *testing.T) {
 	lg.waitText("Paste code here")
 	h.shutdown()
 	assertNoProcessWith(t, token)
-	assert.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
+	assert.True(t, testutil.Eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
 	// The worker is gone; a fresh one cleans the sandbox up.
 	h2 := startHost(t, hostOptions{})
 	finish(t, h2, env, l)
@@ -470,7 +477,7 @@ func TestClosesAreAcknowledgedWhileTheShutdownDrains(t *testing.T) {
 	require.Nil(t, rep.Error)
 	token := uniqueSleep(30)
 	running, inv := h.start(l, cmdSpec{command: "sleep", args: []string{token}})
-	require.True(t, eventually(30*time.Second, func() bool { return len(processesWith(token)) > 0 }), "the command runs")
+	require.True(t, testutil.Eventually(30*time.Second, func() bool { return len(processesWith(token)) > 0 }), "the command runs")
 
 	h.mu.Lock()
 	lg.state = "closed"
@@ -498,7 +505,7 @@ func TestClosesAreAcknowledgedWhileTheShutdownDrains(t *testing.T) {
 	code, err := h.wait()
 	require.NoError(t, err)
 	assert.Equal(t, 0, code)
-	assert.True(t, eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
+	assert.True(t, testutil.Eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
 	h.checkTerminals(t)
 	// A fresh worker cleans up (the destroy also ends the command the
 	// shutdown gave up on).
@@ -562,7 +569,7 @@ func TestEveryTeardownEndsTheLeaseTerminals(t *testing.T) {
 			lg.waitExit()
 			h.closeDuplex(d)
 			h.closeLogin(lg)
-			assert.True(t, eventually(30*time.Second, func() bool {
+			assert.True(t, testutil.Eventually(30*time.Second, func() bool {
 				v, ok := env.Server.Sandbox(l.id)
 				return !ok || v.PTYs == 0
 			}), "PTYs left after the %s", how)
@@ -641,7 +648,7 @@ func TestAHostThatStopsReadingHoldsTheWorkerToItsBound(t *testing.T) {
 	// The flood is over when head has written it all (to a worker that
 	// read it, or to a daemon that dropped a consumer that slow), or when
 	// head sleeps in a write behind the worker's bound.
-	require.True(t, eventually(90*time.Second, func() bool {
+	require.True(t, testutil.Eventually(90*time.Second, func() bool {
 		procs := processesWith(token)
 		return len(procs) == 0 || asleep(procs)
 	}), "the flood neither ended nor stalled")

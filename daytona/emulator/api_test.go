@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 func TestAuth(t *testing.T) {
@@ -330,7 +331,7 @@ func TestTransitions(t *testing.T) {
 
 func TestIntervalsLabelsAndTTL(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testutil.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous, Clock: clock.Now})
 	sb := c.create(nil)
 	id := sb["id"].(string)
@@ -389,7 +390,7 @@ func TestIntervalsLabelsAndTTL(t *testing.T) {
 
 func TestAutoStopAndAutoDelete(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := testutil.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous, Clock: clock.Now})
 	id := c.create(map[string]any{"autoStopInterval": 5, "autoArchiveInterval": 30})["id"].(string)
 	require.Equal(t, 201, c.tb(id, "POST", "/process/session", map[string]any{"sessionId": "s"}).status)

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +22,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -251,33 +252,5 @@ func processGone(pid int) bool {
 
 func waitGone(t testing.TB, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !processGone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still running", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// fakeClock is an injectable clock for TTL and auto-stop tests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
+	testutil.WaitFor(t, fmt.Sprintf("process %d gone", pid), func() bool { return processGone(pid) })
 }

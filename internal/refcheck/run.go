@@ -422,13 +422,7 @@ func (e *emulatorEnv) vars() map[string]string {
 }
 
 func (e *emulatorEnv) close() {
-	// Sandbox processes share this machine's /tmp, where a duplex channel
-	// leaves its diagnostics file (as in a real sandbox).
-	for _, id := range e.emu.PTYSessionIDs() {
-		if path, ok := pty.DiagnosticsPathOfPTY(id); ok {
-			_ = os.Remove(path)
-		}
-	}
+	pty.RemoveDiagnostics(e.emu.PTYSessionIDs())
 	_ = e.emu.Close()
 }
 
