@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -25,11 +24,6 @@ var workerBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if os.Getenv("GOMAXPROCS") == "" {
-		// main.go's import of internal/oneprocessor put this process on one
-		// processor too; the tests run emulators and many workers at once.
-		runtime.SetDefaultGOMAXPROCS()
-	}
 	if bin := os.Getenv("DAYTONA_BENCH_WORKER_BIN"); bin != "" {
 		// A benchmark comparing two builds runs each in turn on this one.
 		workerBin = bin
