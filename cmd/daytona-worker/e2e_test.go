@@ -301,6 +301,37 @@ func TestMaxMessageCharsMustBeACount(t *testing.T) {
 	}
 }
 
+// TestOneProcessorUnlessGOMAXPROCSIsSet: main puts the worker on one
+// processor unless the host's environment sets GOMAXPROCS; an empty variable
+// counts as unset, as it does for the runtime.
+func TestOneProcessorUnlessGOMAXPROCSIsSet(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		env  []string
+		want float64
+	}{
+		{name: "unset", want: 1},
+		{name: "empty", env: []string{"GOMAXPROCS="}, want: 1},
+		{name: "set", env: []string{"GOMAXPROCS=3"}, want: 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, tt.env, "--log-level", "debug")
+			s.initialize()
+			stderr := s.shutDown()
+			var serving map[string]any
+			for _, line := range strings.Split(stderr, "\n") {
+				if strings.Contains(line, `"message":"serving"`) {
+					require.NoError(t, json.Unmarshal([]byte(line), &serving), line)
+				}
+			}
+			require.NotNil(t, serving, "no serving line in stderr: %s", stderr)
+			assert.Equal(t, tt.want, serving["gomaxprocs"])
+		})
+	}
+}
+
 func TestCPUProfileIsWrittenOnShutdown(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "cpu.pprof")

@@ -71,9 +71,16 @@ Environment:
   DAYTONA_WORKER_MAX_MESSAGE_CHARS
                      --max-message-chars when it is not given (for a host
                      whose line limit was lowered, as its tests do)
+  GOMAXPROCS         processors for the worker's goroutines (default 1)
 `
 
 func main() {
+	// One processor unless the host sets GOMAXPROCS: the worker mostly waits,
+	// and with a second one every hand-off between goroutines wakes an idle
+	// thread, a large share of the CPU an execute costs.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	// Keep the real stdout for the protocol and point os.Stdout at stderr, so
 	// a stray print anywhere in the process cannot corrupt the stream.
 	stdout := os.Stdout
