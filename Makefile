@@ -21,16 +21,11 @@ build:
 run: build
 	$(BIN)/playback --worker $(WORKER) --emulator testdata/transcripts/demo.jsonl
 
-## test: vet, then every test with the race detector (fuzz seed corpora included), then the
-##       end-to-end suite once more without it, as the worker ships;
+## test: vet, then every test with the race detector (fuzz seed corpora included);
 ## 30 min per package, not go test's 10: the e2e package passed 10 min on a loaded machine
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
-	@# The worker ships without the race detector, and its stdio and Daytona
-	@# connections then take internal/rawio's raw system calls, which race
-	@# builds replace: the end-to-end suite runs once more on such a binary.
-	$(GO) test -count=1 -timeout 30m ./cmd/daytona-worker/ ./internal/rawio/
 
 ## test-long: what make test keeps short, at full length (DAYTONA_TEST_LONG=1): more random
 ##            seeds, the very large transfers, and the worker's memory bounds on them, which

@@ -113,3 +113,15 @@ func mustParse(t *testing.T, raw string) *url.URL {
 	}
 	return u
 }
+
+// pollUntil polls cond until it holds or d has passed.
+func pollUntil(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}

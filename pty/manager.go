@@ -90,10 +90,11 @@ type Manager struct {
 
 	base   context.Context // parent of every session's context; ends at Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // pumps and background closes
 
 	mu           sync.Mutex
 	shut         bool
+	running      int                 // pumps and background closes (see admit)
+	idle         chan struct{}       // closed once shut and nothing runs
 	logins       map[string]*session // host route id → live login session
 	loginIDs     map[string]*session // session id → live login session
 	duplexes     map[string]*session // host route id → live duplex channel
@@ -124,7 +125,7 @@ func New(opts Options) *Manager {
 	base, cancel := context.WithCancel(context.Background())
 	return &Manager{
 		sink: opts.Sink, newID: opts.NewID, log: opts.Logger, outboxBytes: opts.OutboxBytes, errText: opts.ErrorText,
-		base: base, cancel: cancel,
+		base: base, cancel: cancel, idle: make(chan struct{}),
 		logins: map[string]*session{}, loginIDs: map[string]*session{}, duplexes: map[string]*session{},
 		closedLogins: newMemory(opts.Remember), closedRoutes: newMemory(opts.Remember),
 		closedDuplex: newMemory(opts.Remember), closedOther: newMemory(opts.Remember),
@@ -264,7 +265,7 @@ func (o *Opening) Start(written bool) {
 	s.mu.Lock()
 	if s.silent || s.started {
 		s.mu.Unlock()
-		s.m.wg.Done()
+		s.m.release()
 		return
 	}
 	s.started = true
@@ -280,8 +281,18 @@ func (m *Manager) admit() bool {
 	if m.shut {
 		return false
 	}
-	m.wg.Add(1)
+	m.running++
 	return true
+}
+
+// release marks one goroutine counted by admit as finished.
+func (m *Manager) release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.running--
+	if m.shut && m.running == 0 {
+		close(m.idle)
+	}
 }
 
 // open runs step (the kind-specific opening) for a registered session,
@@ -353,14 +364,14 @@ func (m *Manager) background(fn func(ctx context.Context)) {
 		return
 	}
 	go func() {
-		defer m.wg.Done()
+		defer m.release()
 		fn(m.base)
 	}()
 }
 
 // pump hands the session's output to the Sink, then its exit.
 func (s *session) pump() {
-	defer s.m.wg.Done()
+	defer s.m.release()
 	term := s.term
 	for {
 		b, res := s.out.take(term.done())
@@ -584,6 +595,9 @@ func endAll(ctx context.Context, ss []*session) {
 // goroutines until ctx ends.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
+	if !m.shut && m.running == 0 {
+		close(m.idle)
+	}
 	m.shut = true
 	var ss []*session
 	for _, s := range m.logins {
@@ -600,17 +614,17 @@ func (m *Manager) Close(ctx context.Context) error {
 		s.out.drop()
 	}
 	endAll(ctx, ss)
-	done := make(chan struct{})
-	go func() {
-		m.wg.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
-		m.cancel()
-		return nil
+	case <-m.idle:
 	case <-ctx.Done():
-		m.cancel() // stops background kills still waiting
+	}
+	m.cancel() // stops background kills still waiting
+	// A context that ended before everything did is no failure when
+	// everything has ended too (a shutdown whose input closed at once).
+	select {
+	case <-m.idle:
+		return nil
+	default:
 		return ctx.Err()
 	}
 }

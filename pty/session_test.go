@@ -684,3 +684,17 @@ func TestAStartAfterCloseOfASessionItDidNotKnowStartsNothing(t *testing.T) {
 		t.Errorf("emitted after Close: %s", describe(evs))
 	}
 }
+
+// Close with a context that has already ended (a shutdown whose input closed
+// right after it) is no failure when nothing was left running.
+func TestCloseOfNothingSucceedsWithAnEndedContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for i := range 50 {
+		m := New(Options{Sink: newRecorder(), NewID: newIDs(t).next})
+		if err := m.Close(ctx); err != nil {
+			t.Fatalf("Close %d: %v", i, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -107,4 +108,19 @@ func TestNoCreationAfterClose(t *testing.T) {
 	_, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentAcquireLease, params))
 	assert.ErrorIs(t, err, errShuttingDown)
 	assert.Zero(t, env.Server.Requests()["POST /api/sandbox"])
+}
+
+// A clean shutdown logs nothing above info, even when the shutdown's context
+// has ended by the time Close runs (the host's input closed right after it):
+// with nothing open, nothing is still closing.
+func TestCloseOfAnIdleWorkerWarnsOfNothing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 50 {
+		var logs bytes.Buffer
+		w := New(discardHost{}, Options{Logger: zerolog.New(&logs).Level(zerolog.WarnLevel)})
+		require.NoError(t, w.Close(ctx))
+		require.Empty(t, logs.String())
+	}
 }

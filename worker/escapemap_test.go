@@ -166,7 +166,7 @@ func TestRelayResultReusesNotificationsEscapes(t *testing.T) {
 			data := sparseText(3<<20, 3)
 			var joined strings.Builder
 			var r *logRelay
-			r = newLogNotifier(nil, relayLimits{}, func(params any) error {
+			r = newLogNotifier(relayLimits{}, func(params any) error {
 				c := params.(*logChunk)
 				if failing && c.at > 0 && !r.out[0].escapes.dropped {
 					// The host's pipe breaks part way through this one; the

@@ -612,7 +612,7 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	}
 
 	// The params encode as protocol.ExecuteLog does, from the output blocks.
-	relay := newLogNotifier(c.w.outputBlocks, c.w.relayLimits(), func(params any) error {
+	relay := newLogNotifier(c.w.relayLimits(), func(params any) error {
 		return c.w.host.Notify(ctx, protocol.NotifyExecuteLog, params)
 	})
 	marks := [2]*markDropper{{w: relay.stream(0)}, {w: relay.stream(1)}}

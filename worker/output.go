@@ -3,9 +3,7 @@ package worker
 import (
 	"encoding/binary"
 	"io"
-	"runtime"
 	"slices"
-	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/paperclipai/daytona-worker/internal/utf8text"
@@ -14,19 +12,9 @@ import (
 // blockBuffer accumulates a command's output in fixed-size blocks: appending
 // never copies what is already there, so holding N bytes costs N bytes, not
 // the 2N a growing slice needs while it doubles.
-//
-// Past largeOutput bytes, blocks may come from large (see largeBlocks.block):
-// memory mapped outside the Go heap and unmapped once the blockBuffer is
-// unreachable. Hence two rules: a blockBuffer is never copied (go vet
-// checks; a copy could outlive its blocks), and whoever reads its blocks
-// keeps the blockBuffer reachable until done (the methods below end with
-// runtime.KeepAlive; the relay's sender holds the relay that holds them).
 type blockBuffer struct {
-	_      noCopy
 	blocks [][]byte
 	n      int64
-	large  *largeBlocks // nil: heap blocks only
-	frees  []func()     // for each block, what unmaps it now (nil: a heap block)
 	// escapes is where the relay's notifications found bytes to escape
 	// (empty unless the blocks were relayed): the result copies the rest.
 	escapes escapeMap
@@ -35,44 +23,13 @@ type blockBuffer struct {
 	trim middleTrim
 }
 
-// largeBlocks lends the large blocks of a worker's outputs and counts the
-// bytes mapped and not yet unmapped. The Go collector does not see that
-// memory, so it does not hurry to find unreachable buffers that hold it;
-// past maxMapped bytes, blocks come from the heap again, whose growth does
-// make the collector run (and unmap what is unreachable).
-type largeBlocks struct {
-	mapped    atomic.Int64
-	maxMapped int64
-}
-
-// maxMappedOutput bounds a worker's mapped output blocks, live or awaiting
-// the collector.
-const maxMappedOutput = 512 << 20
-
-// noCopy makes go vet's copylocks check report copies of what embeds it.
-type noCopy struct{}
-
-func (*noCopy) Lock()   {}
-func (*noCopy) Unlock() {}
-
-const (
-	outputBlockSize = 1 << 20
-	// Past largeOutput bytes, output is held in blocks of largeBlockSize
-	// backed by huge pages where the system has them (see largeBlock): a
-	// command printing hundreds of megabytes then costs a page fault per
-	// 2 MiB instead of one per 4 KiB (25,600 faults for 100 MB, most of the
-	// relay's CPU on a virtual machine where a fault is dear).
-	largeOutput    = 4 << 20
-	largeBlockSize = 8 << 20
-)
+const outputBlockSize = 1 << 20
 
 func (b *blockBuffer) Write(p []byte) (int, error) {
 	written := len(p)
 	for len(p) > 0 {
 		if len(b.blocks) == 0 || len(b.blocks[len(b.blocks)-1]) == cap(b.blocks[len(b.blocks)-1]) {
-			blk, free := b.newBlock(len(p))
-			b.blocks = append(b.blocks, blk)
-			b.frees = append(b.frees, free)
+			b.blocks = append(b.blocks, b.newBlock(len(p)))
 		}
 		last := &b.blocks[len(b.blocks)-1]
 		n := min(cap(*last)-len(*last), len(p))
@@ -83,20 +40,13 @@ func (b *blockBuffer) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-// newBlock makes the next block for a write of n bytes, and what frees a
-// large block at once (nil for a heap block).
-func (b *blockBuffer) newBlock(n int) ([]byte, func()) {
-	switch {
-	case len(b.blocks) == 0 && n < outputBlockSize:
+// newBlock makes the next block for a write of n bytes.
+func (b *blockBuffer) newBlock(n int) []byte {
+	if len(b.blocks) == 0 && n < outputBlockSize {
 		// Most commands print little: start small.
-		return make([]byte, 0, max(n, 4096)), nil
-	case b.n < largeOutput:
-		return make([]byte, 0, outputBlockSize), nil
+		return make([]byte, 0, max(n, 4096))
 	}
-	if blk, free := b.large.block(b); blk != nil {
-		return blk, free
-	}
-	return make([]byte, 0, outputBlockSize), nil
+	return make([]byte, 0, outputBlockSize)
 }
 
 func (b *blockBuffer) Len() int64 { return b.n }
@@ -139,9 +89,7 @@ func (b *blockBuffer) endsWith(c byte) bool {
 		return false
 	}
 	last := b.blocks[len(b.blocks)-1]
-	ends := len(last) > 0 && last[len(last)-1] == c
-	runtime.KeepAlive(b)
-	return ends
+	return len(last) > 0 && last[len(last)-1] == c
 }
 
 // String copies the contents out (small outputs, tests, error paths).
@@ -150,7 +98,6 @@ func (b *blockBuffer) String() string {
 	for _, blk := range b.blocks {
 		buf = append(buf, blk...)
 	}
-	runtime.KeepAlive(b)
 	return string(buf)
 }
 
@@ -196,7 +143,6 @@ func (b *blockBuffer) writeJSONString(w io.Writer) error {
 		return err
 	}
 	e.buf = append(e.buf, '"')
-	runtime.KeepAlive(b)
 	return e.flush()
 }
 

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -95,9 +94,8 @@ type relayLimits struct {
 }
 
 // newLogNotifier relays execute.log notifications to notify, whose params
-// (an rpc.JSONStreamer) encode the chunk straight from the output blocks;
-// large outputs are held in blocks from large (nil: the heap's).
-func newLogNotifier(large *largeBlocks, limits relayLimits, notify func(params any) error) *logRelay {
+// (an rpc.JSONStreamer) encode the chunk straight from the output blocks.
+func newLogNotifier(limits relayLimits, notify func(params any) error) *logRelay {
 	var r *logRelay
 	var sent [2]int64 // sender only: each stream's bytes handed to deliver
 	quota := logCap{limit: limits.streamed}
@@ -111,7 +109,6 @@ func newLogNotifier(large *largeBlocks, limits relayLimits, notify func(params a
 		return notify(&logChunk{stream: streamNames[stream], chunk: chunk, scratch: &r.scratch,
 			escapes: &r.out[stream].escapes, at: before[stream]})
 	})
-	r.out[0].large, r.out[1].large = large, large
 	r.limit = limits.result
 	r.chunkBytes = chunkBytesFor(limits.result)
 	return r
@@ -176,7 +173,6 @@ func (r *logRelay) sentUnits(sent [2]int64) (int64, bool) {
 		view := &blockBuffer{blocks: slices.Clone(b.blocks), n: b.n}
 		r.mu.Unlock()
 		units += textUnits(view, sent[i])
-		runtime.KeepAlive(b)
 	}
 	return units, true
 }
@@ -246,9 +242,6 @@ func (r *logRelay) run() {
 		for i, seg := range batch {
 			r.forward(seg.stream, views[i], false)
 		}
-		// The views are pieces of r.out's blocks, which may live outside
-		// the heap as long as r does (see blockBuffer).
-		runtime.KeepAlive(r)
 		if closing {
 			r.forward(0, nil, true)
 			r.forward(1, nil, true)

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/paperclipai/daytona-worker/internal/utf8text"
 )
@@ -227,7 +225,6 @@ func (b *blockBuffer) writeJSONCut(w io.Writer, cut outputCut) error {
 		return err
 	}
 	e.buf = append(e.buf, '"')
-	runtime.KeepAlive(b)
 	return e.flush()
 }
 
@@ -280,7 +277,6 @@ func (b *blockBuffer) lastIndexByte(c byte, from, to int64) int64 {
 		}
 		at += int64(len(p))
 	}
-	runtime.KeepAlive(b)
 	return found
 }
 
@@ -297,7 +293,6 @@ func (b *blockBuffer) indexByte(c byte, from, to int64) int64 {
 		}
 		at += int64(len(p))
 	}
-	runtime.KeepAlive(b)
 	return -1
 }
 
@@ -379,7 +374,6 @@ func (s *runeScanner) advance(end, budget int64) int64 {
 		s.skip(size)
 		used += int64(units)
 	}
-	runtime.KeepAlive(s.b)
 	return used
 }
 
@@ -413,7 +407,6 @@ func textUnits(b *blockBuffer, n int64) int64 {
 		}
 		s.skip(size)
 	}
-	runtime.KeepAlive(b)
 	return units
 }
 
@@ -478,12 +471,11 @@ func (u *unitCounter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// textBuffer is a read-only blockBuffer over s, without a copy: it is
-// never written to, so the string's bytes never change.
+// textBuffer is a blockBuffer holding a copy of s.
 func textBuffer(s string) *blockBuffer {
 	b := &blockBuffer{n: int64(len(s))}
 	if s != "" {
-		b.blocks = [][]byte{unsafe.Slice(unsafe.StringData(s), len(s))}
+		b.blocks = [][]byte{[]byte(s)}
 	}
 	return b
 }

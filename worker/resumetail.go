@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"runtime"
 	"unicode/utf8"
 
 	"github.com/paperclipai/daytona-worker/internal/utf8text"
@@ -32,7 +31,6 @@ func (r *logRelay) unstreamedTail(stream int, snapshot string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := &r.out[stream]
-	defer runtime.KeepAlive(b)
 	if b.holed() {
 		// The middle is gone: nothing shows where the snapshot goes on
 		// (and the result cannot carry a tail from it past its limit).

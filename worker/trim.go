@@ -3,7 +3,6 @@ package worker
 import (
 	"encoding/binary"
 	"math/bits"
-	"runtime"
 )
 
 // A command that prints more than the host reads in one message gets a
@@ -129,15 +128,9 @@ func (b *blockBuffer) trimMiddle(sent *blockCursor, limit int64) {
 		blk := b.blocks[t.to]
 		t.bytes += int64(len(blk))
 		b.blocks[t.to] = nil
-		if t.to < len(b.frees) && b.frees[t.to] != nil {
-			free := b.frees[t.to]
-			b.frees[t.to] = nil
-			free()
-		}
 		t.to++
 	}
 	if sent.blk >= t.from && sent.blk < t.to {
 		*sent = blockCursor{blk: t.to}
 	}
-	runtime.KeepAlive(b)
 }

@@ -81,8 +81,7 @@ type Worker struct {
 	syncs     syncStates
 	ptys      *pty.Manager // login PTYs and duplex channels
 
-	outputBlocks *largeBlocks // large blocks of the outputs held (see blockBuffer)
-	execOrder    *execOrder   // executes not dispatched yet, in arrival order
+	execOrder *execOrder // executes not dispatched yet, in arrival order
 
 	methods     map[string]methodFunc // built on first use; read-only after
 	methodsOnce sync.Once
@@ -117,8 +116,7 @@ func New(host Host, opts Options) *Worker {
 		reapers:   newReapers(),
 		creations: newCreations(),
 
-		outputBlocks: &largeBlocks{maxMapped: maxMappedOutput},
-		execOrder:    newExecOrder(),
+		execOrder: newExecOrder(),
 	}
 	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger, ErrorText: errText})
 	return w

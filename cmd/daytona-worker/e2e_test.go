@@ -86,6 +86,29 @@ func (s *session) shutDown() string {
 	return s.p.stderr.String()
 }
 
+// A clean shutdown logs no warning: initialize, then shutdown with the input
+// closed right behind it, as a pipe from a shell (or a host that ends its
+// side) does. The end of input cancels the shutdown's context while Close
+// runs, which once read as terminals still closing.
+func TestCleanShutdownLogsNoWarning(t *testing.T) {
+	t.Parallel()
+	for range 3 {
+		p := startWorker(t, nil)
+		_, err := io.WriteString(p.stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"method":"shutdown","params":{}}`+"\n")
+		require.NoError(t, err)
+		require.NoError(t, p.stdin.Close())
+		_, _ = io.Copy(io.Discard, p.stdout)
+		code, err := p.Wait()
+		require.NoError(t, err)
+		require.Equal(t, 0, code)
+		for _, line := range strings.Split(strings.TrimSpace(p.stderr.String()), "\n") {
+			assert.NotContains(t, line, `"level":"warn"`)
+			assert.NotContains(t, line, `"level":"error"`)
+		}
+	}
+}
+
 func TestFiftyMegabyteLines(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, nil)
@@ -278,9 +301,9 @@ func TestMaxMessageCharsMustBeACount(t *testing.T) {
 	}
 }
 
-// TestOneProcessorUnlessGOMAXPROCSIsSet: the worker runs on one processor
-// from its start (internal/oneprocessor) unless the host's environment sets
-// GOMAXPROCS; an empty variable counts as unset, as it does for the runtime.
+// TestOneProcessorUnlessGOMAXPROCSIsSet: main puts the worker on one
+// processor unless the host's environment sets GOMAXPROCS; an empty variable
+// counts as unset, as it does for the runtime.
 func TestOneProcessorUnlessGOMAXPROCSIsSet(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {

@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -26,20 +24,6 @@ var workerBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if os.Getenv("GOMAXPROCS") == "" {
-		// main.go's import of internal/oneprocessor put this process on one
-		// processor too; the tests run emulators and many workers at once.
-		runtime.SetDefaultGOMAXPROCS()
-		// The testing package took -parallel's default from GOMAXPROCS
-		// before this ran, when it was one: every parallel test would run
-		// alone. These tests mostly wait on worker and sandbox processes,
-		// so they run two per processor unless -parallel says otherwise.
-		parallelSet := false
-		flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-		if !parallelSet {
-			_ = flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0)))
-		}
-	}
 	if bin := os.Getenv("DAYTONA_BENCH_WORKER_BIN"); bin != "" {
 		// A benchmark comparing two builds runs each in turn on this one.
 		workerBin = bin

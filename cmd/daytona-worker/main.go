@@ -17,15 +17,12 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona"
-	// One processor from the start of the process (see the package).
-	_ "github.com/paperclipai/daytona-worker/internal/oneprocessor"
 	"github.com/paperclipai/daytona-worker/internal/transcript"
 	"github.com/paperclipai/daytona-worker/rpc"
 	"github.com/paperclipai/daytona-worker/worker"
@@ -74,12 +71,16 @@ Environment:
   DAYTONA_WORKER_MAX_MESSAGE_CHARS
                      --max-message-chars when it is not given (for a host
                      whose line limit was lowered, as its tests do)
-  GOMAXPROCS         processors for the worker's goroutines (default 1: the
-                     worker waits on I/O nearly all the time, and one
-                     processor spends the least CPU on that)
+  GOMAXPROCS         processors for the worker's goroutines (default 1)
 `
 
 func main() {
+	// One processor unless the host sets GOMAXPROCS: the worker mostly waits,
+	// and with a second one every hand-off between goroutines wakes an idle
+	// thread, a large share of the CPU an execute costs.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	// Keep the real stdout for the protocol and point os.Stdout at stderr, so
 	// a stray print anywhere in the process cannot corrupt the stream.
 	stdout := os.Stdout
@@ -88,12 +89,11 @@ func main() {
 	var out io.Writer = stdout
 	var restores []func()
 	if f, restore, ok := pollable(0, os.Stdin.Name()); ok {
-		in = unannounced(f)
+		in = f
 		restores = append(restores, restore)
 	}
 	if f, restore, ok := pollable(1, stdout.Name()); ok {
-		growPipe(1)
-		out = unannounced(f)
+		out = f
 		restores = append(restores, restore)
 	}
 	code := run(os.Args[1:], in, out, os.Stderr)
@@ -174,25 +174,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		opts.Tap = func(dir rpc.Direction, line []byte) { rec.Record(dir == rpc.FromHost, line) }
 	}
 
-	// Installing the signal handlers starts two of the runtime's threads,
-	// about a tenth of what a cold start costs: it runs beside the start-up
-	// and the first line out waits for it, so a signal that follows any
-	// reply is handled exactly as before.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	signals := make(chan struct{})
-	var stopSignals context.CancelFunc
-	go func() {
-		defer close(signals)
-		var sigCtx context.Context
-		sigCtx, stopSignals = signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-		context.AfterFunc(sigCtx, cancel)
-	}()
-	defer func() {
-		<-signals
-		stopSignals()
-	}()
-	stdout = &afterReady{w: stdout, ready: signals}
+	ctx, stopSignals := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stopSignals()
 
 	conn := rpc.New(stdin, stdout, opts)
 	w := worker.New(conn, worker.Options{Logger: log, MaxRequestsPerHost: *perHost, MaxMessageChars: maxChars})
@@ -249,20 +232,4 @@ func buildVersion() string {
 		return info.Main.Version
 	}
 	return "dev"
-}
-
-// afterReady is a writer whose first write waits for ready to close (then
-// it passes writes straight through).
-type afterReady struct {
-	w      io.Writer
-	ready  <-chan struct{}
-	waited atomic.Bool
-}
-
-func (a *afterReady) Write(p []byte) (int, error) {
-	if !a.waited.Load() {
-		<-a.ready
-		a.waited.Store(true)
-	}
-	return a.w.Write(p)
 }

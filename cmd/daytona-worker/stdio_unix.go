@@ -3,11 +3,8 @@
 package main
 
 import (
-	"io"
 	"os"
 	"syscall"
-
-	"github.com/paperclipai/daytona-worker/internal/rawio"
 )
 
 // pollable opens descriptor fd anew for the runtime's network poller when it
@@ -45,15 +42,4 @@ func pollableBeside(fd int, name string, errFd int) (f *os.File, restore func(),
 		return nil, nil, false
 	}
 	return os.NewFile(uintptr(fd), name), func() { _ = syscall.SetNonblock(fd, false) }, true
-}
-
-// unannounced reads and writes f, a descriptor pollable made non-blocking,
-// with system calls the scheduler is not told about (see package rawio):
-// the host's request and the worker's reply would otherwise each wake the
-// runtime's monitor thread after the worker's idle wait.
-func unannounced(f *os.File) io.ReadWriteCloser {
-	if rf, err := rawio.NewFile(f); err == nil {
-		return rf
-	}
-	return f
 }
