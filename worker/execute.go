@@ -545,7 +545,7 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 		}
 		return nil, refusedBeforeRunning(err)
 	}
-	return &execResult{exitCode: intPtr(res.ExitCode), stdout: outputText{text: res.Result},
+	return &execResult{exitCode: intPtr(res.ExitCode), stdout: outputText{blocks: textBuffer(res.Result)},
 		metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}, nil
 }
 
