@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/paperclipai/daytona-worker/internal/testutil"
+	"github.com/rs/zerolog"
 )
 
 func TestAPIErrorMapping(t *testing.T) {
