@@ -220,7 +220,8 @@ func (n *idNames) group(id int) string {
 // fails the plugin's pack in that case too.
 var errChangedWhileRead = errors.New("file changed as we read it")
 
-// neverRacy, as writeTar's since, digests nothing.
+// neverRacy, passed as writeTar's since, makes it digest nothing: no
+// signature is racy from then on.
 const neverRacy = math.MaxInt64
 
 // writeTar writes the given entries as a tar stream (no end-of-archive
