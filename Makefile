@@ -11,7 +11,7 @@ all: build
 
 ## build: compile the worker and the helper binaries into ./bin
 # The worker is built without cgo, as it ships: a static binary starts without
-# the dynamic loader (about 60 fewer page faults, a seventh, before the first reply).
+# the dynamic loader, so less runs before the first reply.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(WORKER) ./cmd/daytona-worker
 	$(GO) build -trimpath -o $(BIN)/playback ./cmd/playback
@@ -22,7 +22,7 @@ run: build
 	$(BIN)/playback --worker $(WORKER) --emulator testdata/transcripts/demo.jsonl
 
 ## test: vet, then every test with the race detector (fuzz seed corpora included);
-## 30 min per package, not go test's 10: the e2e package passed 10 min on a loaded machine
+## 30 min per package, not go test's default 10: the e2e package can take longer on a loaded machine
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
@@ -52,8 +52,9 @@ bench:
 	$(GO) test -run '^$$' -bench EntryColdStart -benchtime 30x ./cmd/mkpackage/
 
 ## bench-compare: daytona-worker and the Node plugin side by side, alternating runs against
-##                fresh emulators; prints the table docs/benchmarks.md shows (npm on the first run; takes a
-##                while: BENCH_COMPARE_FLAGS=-runs 1 for a quick look, -help for the rest)
+##                fresh emulators; prints the table docs/benchmarks.md shows (npm on the first
+##                run; takes a while: BENCH_COMPARE_FLAGS=-runs 1 for a quick look, -help for
+##                the rest)
 BENCH_COMPARE_FLAGS ?=
 bench-compare: build
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/bench-floor ./cmd/bench-compare/floor

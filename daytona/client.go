@@ -49,8 +49,9 @@ type Config struct {
 	// APIKey is a JWT.
 	OrganizationID string
 	// HTTPClient performs every request, WebSocket handshakes included;
-	// NewHTTPClient() when nil. Leave its Timeout at zero: deadlines come from each call's context, and a
-	// client-wide timeout would cut long executions and transfers.
+	// NewHTTPClient() when nil. Leave its Timeout at zero: deadlines come
+	// from each call's context, and a client-wide timeout would cut long
+	// executions and transfers.
 	HTTPClient *http.Client
 	// Source is sent as X-Daytona-Source (telemetry label).
 	Source string

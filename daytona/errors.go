@@ -302,8 +302,8 @@ func RetryAfter(err error) (time.Duration, bool) {
 func (c *Client) newAPIError(method string, u *url.URL, resp *http.Response) *APIError {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	e := c.apiErrorFromBody(method, u, resp.StatusCode, resp.Header, body)
-	// A body cut short by the caller's own cancellation is no fault of the
-	// response's.
+	// A body cut short by the caller's own cancellation is not the
+	// response's fault.
 	e.Cut = err != nil && (resp.Request == nil || resp.Request.Context().Err() == nil)
 	return e
 }

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/paperclipai/daytona-worker/internal/testutil"
+	"github.com/rs/zerolog"
 )
 
 func TestAPIErrorMapping(t *testing.T) {
@@ -46,7 +46,7 @@ func TestAPIErrorMapping(t *testing.T) {
 			wantMsg: "Invalid credentials"},
 		{name: "403", status: 403, body: nest(403, "Access denied"), wantIs: []error{ErrForbidden}},
 		{name: "400 validation array", status: 400, body: `{"statusCode":400,"message":["cpu must be an integer","memory must be positive"],"error":"Bad Request"}`,
-			wantIs: []error{ErrBadRequest}, wantMsg: "Bad Request"}, // the SDK takes "error" when "message" is no string
+			wantIs: []error{ErrBadRequest}, wantMsg: "Bad Request"}, // the SDK takes "error" when "message" is not a string
 		{name: "408 execute", status: 408, body: `{"statusCode":408,"message":"request timeout: command execution timeout","code":"REQUEST_TIMEOUT"}`,
 			wantIs: []error{ErrTimeout}, wantNot: []error{context.DeadlineExceeded}, wantCode: "REQUEST_TIMEOUT",
 			wantMsg: "request timeout: command execution timeout"},

@@ -38,10 +38,10 @@ type PreparedStream struct {
 }
 
 // PrepareLogStream starts opening a connection for the next log stream (or
-// PTY connection) of this toolbox. It returns nil when the connection cannot be prepared here
-// (a client whose transport is not an *http.Transport): the stream then
-// dials as usual, as it does when the preparation fails or a proxy stands
-// between us and the toolbox host. ctx bounds the dial; Close the result to
+// PTY connection) of this toolbox. It returns nil when the connection
+// cannot be prepared here (a client whose transport is not an
+// *http.Transport): the stream then dials as usual, as it does when the
+// preparation fails or a proxy stands between us and the toolbox host. ctx bounds the dial; Close the result to
 // stop it and release an unused connection.
 func (t *Toolbox) PrepareLogStream(ctx context.Context) *PreparedStream {
 	d := t.c.streams

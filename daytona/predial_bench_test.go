@@ -43,8 +43,8 @@ func slowNetwork(cfg *daytona.Config) {
 
 // BenchmarkSessionCommandOverSlowNetwork runs a short session command
 // (dispatch, follow its log stream, read its exit code) over a network with
-// a 10 ms round trip, with the log stream's connection prepared during the
-// dispatch and without.
+// a slowNetworkRTT round trip, with the log stream's connection prepared
+// during the dispatch and without.
 func BenchmarkSessionCommandOverSlowNetwork(b *testing.B) {
 	for _, prepare := range []bool{true, false} {
 		b.Run(map[bool]string{true: "prepared", false: "dialed-after-dispatch"}[prepare], func(b *testing.B) {

@@ -157,10 +157,10 @@ type CreateParams struct {
 	NetworkBlockAll  bool
 	NetworkAllowList string
 	DomainAllowList  string
-	// Intervals in minutes; nil leaves the server default (auto-stop 15,
-	// auto-archive 7 days, auto-delete disabled).
-	// The intervals are minutes, sent as the numbers they are (a config's
-	// 1e20 too, as the SDK sends it; Daytona refuses what it cannot hold).
+	// Intervals are in minutes, sent as the numbers they are (even a
+	// config's 1e20, as the SDK sends it; Daytona refuses what it cannot
+	// hold). nil leaves the server default (auto-stop 15, auto-archive 7
+	// days, auto-delete disabled).
 	AutoStopInterval    *float64
 	AutoArchiveInterval *float64
 	AutoDeleteInterval  *float64

@@ -401,8 +401,8 @@ func TestStopAndDeleteWaitsRideOutFailedPolls(t *testing.T) {
 // A wait whose timeout is the largest Duration (a config timeout of
 // centuries, saturated) polls until the state comes: the bound of each poll
 // (the time left plus the final refresh's margin) saturates instead of
-// overflowing into a deadline already past, which timed the wait out on its
-// first poll.
+// overflowing into a deadline already past, which would time the wait out
+// on its first poll.
 func TestAWaitOfTheLargestTimeoutPollsToTheState(t *testing.T) {
 	t.Parallel()
 	c, mux, srv, _ := setup(t)

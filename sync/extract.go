@@ -25,11 +25,11 @@ const (
 // extractor reads a sandbox-authored tar and stages it inside its target
 // (beside it while the target does not exist): every member is checked
 // before it is written, and nothing reaches the target until the whole
-// archive has been read and checked. Members are
-// written only below the staging folder, never through a link: symbolic
-// links are created after every other member (so no later member can be
-// written through one), a member below a link is refused, and a hard link
-// may only point at a regular file this archive wrote.
+// archive has been read and checked. Members are written only below the
+// staging folder, never through a link: symbolic links are created after
+// every other member (so no later member can be written through one), a
+// member below a link is refused, and a hard link may only point at a
+// regular file this archive wrote.
 type extractor struct {
 	target string
 	stage  string

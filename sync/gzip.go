@@ -172,9 +172,8 @@ const (
 	ewmaWeight   = 0.3
 )
 
-// The priors are what each level costs and saves on source text on one
-// core of the project machine (stored 1.4 GB/s, Huffman-only 300 MB/s,
-// BestSpeed 130 MB/s, the default 25 MB/s); measurements replace them.
+// The priors are rough costs and savings of each level on source text, in
+// the units of cost and ratio; each level's measurements replace them.
 func newLevelController() levelController {
 	return levelController{
 		cost:  [len(gzipLadder)]float64{0.7, 3.3, 7.5, 40},
@@ -182,7 +181,8 @@ func newLevelController() levelController {
 	}
 }
 
-// storeOnly is the level choice for a consumer on this machine.
+// storeOnly stores every chunk: the choice for a consumer on this machine
+// (Config.Local).
 func storeOnly(int) int { return 0 }
 
 // pick returns the ladder index for the next chunk.

@@ -535,7 +535,7 @@ func changedEntries(entries []hostEntry, prev map[string]entryState, listing map
 // the tar is written: entries sent carry the signature and, if racy, the
 // digest of what was archived (the extract script adds their sandbox
 // side); entries not sent keep their record, a racy one (just verified by
-// its digest) made plain once it no longer is racy.
+// its digest) made plain once it is no longer racy.
 func treeManifest(identity string, entries []hostEntry, send []bool, prev map[string]entryState, since int64) []byte {
 	w := manifestWriter{identity: identity}
 	for i := range entries {

@@ -102,9 +102,9 @@ func TestCheckListingLine(t *testing.T) {
 	}
 }
 
-// The listing columns must print what GNU tar's `tar -tvf` prints, field for field,
-// so that the plugin's rules see the same lines; checked against the tar on
-// this machine when it is GNU tar.
+// The listing columns must print what GNU tar's `tar -tvf` prints, field
+// for field, so that the plugin's rules see the same lines; checked against
+// the tar on this machine when it is GNU tar.
 func TestGNUListingMatchesGNUTar(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("tar", "--version").Output()

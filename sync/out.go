@@ -234,7 +234,7 @@ func (c *Config) outFiles(ctx context.Context, mappings []Mapping) (int64, int64
 
 // nodeMkdirAll is Node's fs.mkdir(dir, {recursive: true}): dir and its
 // missing parents, a failure worded as Node words it, naming dir itself
-// (EEXIST when dir is there but is no folder; os.MkdirAll says ENOTDIR).
+// (EEXIST when dir is there but is not a folder; os.MkdirAll says ENOTDIR).
 func nodeMkdirAll(dir string) error {
 	err := os.MkdirAll(dir, 0o777)
 	if err == nil {

@@ -220,7 +220,8 @@ func (n *idNames) group(id int) string {
 // fails the plugin's pack in that case too.
 var errChangedWhileRead = errors.New("file changed as we read it")
 
-// neverRacy, as writeTar's since, digests nothing.
+// neverRacy, passed as writeTar's since, makes it digest nothing: no
+// signature is racy from then on.
 const neverRacy = math.MaxInt64
 
 // writeTar writes the given entries as a tar stream (no end-of-archive
@@ -303,7 +304,7 @@ func changedWhileRead(e *hostEntry) error {
 // restat looks at a regular file of the walk again and takes its size,
 // mode, owner, times and signature from what it is now; it fails as changed
 // when the name no longer holds a regular file. A file with content is
-// opened (an empty one, as before, is not), and must be the file just
+// opened (an empty one is not), and must be the file just
 // stat'ed: a symlink, unless links are followed, is not opened through, and
 // O_NONBLOCK keeps a pipe swapped in from blocking the open.
 func restat(e *hostEntry) (*os.File, error) {

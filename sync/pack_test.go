@@ -239,8 +239,8 @@ func treeSnapshot(t testing.TB, root string) map[string]string {
 	return out
 }
 
-// hookWriter calls hook once, at the first write after the first after
-// bytes (a point inside a member's content).
+// hookWriter calls hook once, before the first write that goes past the
+// first h.after bytes (a point inside a member's content).
 type hookWriter struct {
 	w     io.Writer
 	after int64
@@ -419,7 +419,7 @@ func TestSyncInSendsFilesEditedAfterTheWalk(t *testing.T) {
 	assert.Less(t, res[0].BytesTransferred, int64(100))
 }
 
-// execHook runs before ahead of each command it passes on.
+// execHook calls before ahead of each command it passes on.
 type execHook struct {
 	Sandbox
 	before func(cmd string)

@@ -87,8 +87,8 @@ type Config struct {
 	Now func() time.Time
 	// RacyClock tells when a sync starts, to find host files changed too
 	// recently for their timestamps to be trusted (see racySince); default
-	// time.Now. Apart from Now, which tests fake for span timings, since
-	// this one is compared with the kernel's file times.
+	// time.Now. It is separate from Now, which tests fake for span timings,
+	// because it is compared with the kernel's file times.
 	RacyClock func() time.Time
 	// Local says the sandbox's toolbox is on this machine (loopback): a
 	// directory's tar is then stored in its gzip stream, not compressed,

@@ -198,9 +198,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // input ends or a signal comes; what Close still does within these bounds is
 // mostly deleting sandboxes that cancelled acquires, probes and setups had
 // created. At the end of input the whole stays inside worker.ShutdownBound.
-// The host sends SIGTERM when its shutdown drain ran out and SIGKILL
+// The host sends SIGTERM when its shutdown drain has run out and SIGKILL
 // SIGTERM_GRACE_MS (5 s) later (plugin-worker-manager.js): 4 s + 500 ms
-// leaves it half a second.
+// leaves half a second of that grace to spare.
 const (
 	eofCloseBound    = worker.ShutdownBound - 500*time.Millisecond
 	signalCloseBound = 4 * time.Second

@@ -14,8 +14,8 @@ func TestTrimDropsJavaScriptsWhitespace(t *testing.T) {
 		"\ufeff \t{\"a\":1}\u00a0\u2028 ": `{"a":1}`,
 		"\u2000x\u200a":                   "x",
 		" a b ":                           "a b",
-		// U+0085 and U+180E are no JavaScript whitespace (Go's unicode.IsSpace
-		// takes U+0085).
+		// U+0085 and U+180E are not JavaScript white space (Go's
+		// unicode.IsSpace takes U+0085).
 		"\u0085x\u180e": "\u0085x\u180e",
 		"\xffx\xff":     "\xffx\xff",
 		"":              "",

@@ -1,6 +1,6 @@
 // Package jsonstream reads newline-delimited JSON messages of any size, as
 // a Paperclip host reads a worker's stdout: strings the caller chooses (a
-// 100 MB command output) are digested as they stream by instead of being
+// large command output) are digested as they stream by instead of being
 // held. The end-to-end tests and the bench-compare tool check the worker's
 // output with it.
 package jsonstream
@@ -52,7 +52,7 @@ type Text struct {
 	Head string // its first bytes, for messages
 }
 
-// ErrNotNDJSON reports a value followed by something else than a newline.
+// ErrNotNDJSON reports a value followed by something other than a newline.
 var ErrNotNDJSON = errors.New("message not terminated by a newline")
 
 // Next reads one message; the line must end right after the value.

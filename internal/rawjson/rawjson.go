@@ -82,8 +82,8 @@ func Object(data []byte) (map[string]json.RawMessage, bool) {
 // byte: the members sorted by name, names escaped as json.Marshal escapes
 // them, values compacted with <, >, & and U+2028/U+2029 escaped. A nil obj
 // is written as null. The values must be valid JSON, as Object's are: one
-// that is already compact is copied without a check (json.Marshal checks
-// every value, which was half of its work here).
+// that is already compact is copied without the check json.Marshal makes
+// of every value, much of its cost.
 func AppendObject(dst []byte, obj map[string]json.RawMessage) ([]byte, error) {
 	if obj == nil {
 		return append(dst, "null"...), nil

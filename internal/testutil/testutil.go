@@ -65,7 +65,7 @@ func (c *Clock) Sleeps() []time.Duration {
 const hungAfter = time.Minute
 
 // WaitFor polls cond until it holds, and fails tb, naming what it waited
-// for, if it does not hold within a minute.
+// for, if it does not hold within hungAfter.
 func WaitFor(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
 	if !Eventually(hungAfter, cond) {

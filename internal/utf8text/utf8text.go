@@ -9,8 +9,9 @@ import "unicode/utf8"
 // IllFormed returns the length of the maximal subpart at the start of p,
 // which does not begin with a whole, valid character: the lead byte and the
 // continuation bytes that may follow it (at most three bytes, at least one;
-// for a valid character, its length). truncated reports that the subpart is a valid start cut off by p's end, so
-// that more bytes could complete it.
+// for a valid character, its length). truncated reports that the subpart
+// is a valid start cut off by p's end, so that more bytes could complete
+// it.
 func IllFormed(p []byte) (n int, truncated bool) {
 	need, lo, hi := leadInfo(p[0])
 	if need == 0 {
