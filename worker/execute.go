@@ -8,17 +8,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
-	"github.com/paperclipai/daytona-worker/rpc"
+	"github.com/paperclipai/daytona-worker/worker/output"
 )
 
 const (
@@ -100,117 +97,6 @@ func hasLease(p executeCall) bool {
 	return p.Lease.ProviderLeaseID != nil && *p.Lease.ProviderLeaseID != ""
 }
 
-// execResult is environmentExecute's result (protocol.ExecuteResult on the
-// wire); its output is written straight from the collected blocks (see
-// WriteJSON).
-type execResult struct {
-	exitCode *int
-	timedOut bool
-	stdout   outputText
-	stderr   outputText
-	metadata map[string]any
-
-	// maxLineChars is the longest line the host reads, in UTF-16 code
-	// units (zero: DefaultMaxMessageChars); an output that would make the
-	// result longer is cut (see fitOutputs).
-	maxLineChars int64
-	log          zerolog.Logger // told of a cut
-}
-
-// outputText is either collected blocks or a plain string.
-type outputText struct {
-	blocks *blockBuffer
-	text   string
-}
-
-// buffer returns the output as blocks (a plain string read in place).
-func (o outputText) buffer() *blockBuffer {
-	if o.blocks != nil {
-		return o.blocks
-	}
-	return textBuffer(o.text)
-}
-
-func (o outputText) String() string {
-	if o.blocks != nil {
-		return o.blocks.String()
-	}
-	return o.text
-}
-
-// WriteJSON implements rpc.JSONStreamer: {exitCode, timedOut, stdout,
-// stderr, metadata}, in the plugin's member order. An output too long for
-// the host's line limit is cut to its start and its end: the plugin sends
-// such a line whole, the host drops it unread, and the call only ends when
-// its timeout does.
-func (r *execResult) WriteJSON(w io.Writer) error {
-	code := "null"
-	if r.exitCode != nil {
-		code = strconv.Itoa(*r.exitCode)
-	}
-	var meta []byte
-	if len(r.metadata) > 0 { // omitempty, as protocol.ExecuteResult
-		var err error
-		if meta, err = json.Marshal(r.metadata); err != nil {
-			return err
-		}
-	}
-	head := `{"exitCode":` + code + `,"timedOut":` + strconv.FormatBool(r.timedOut) + `,"stdout":`
-	const (
-		stderrKey   = `,"stderr":`
-		metadataKey = `,"metadata":`
-	)
-	limit := r.maxLineChars
-	if limit <= 0 {
-		limit = DefaultMaxMessageChars
-	}
-	// Everything but the two strings, in bytes (never fewer than its units).
-	fixed := int64(len(head) + len(stderrKey) + len("}") + envelopeReserve)
-	if meta != nil {
-		fixed += int64(len(metadataKey) + len(meta))
-	}
-	stdout, stderr := r.stdout.buffer(), r.stderr.buffer()
-	outCut, errCut := fitOutputs(stdout, stderr, limit-fixed, limit)
-	if !outCut.whole() || !errCut.whole() {
-		r.log.Warn().Int64("stdoutBytes", stdout.Len()).Int64("stderrBytes", stderr.Len()).
-			Int64("stdoutOmitted", outCut.tail-outCut.head).Int64("stderrOmitted", errCut.tail-errCut.head).
-			Int64("maxMessageChars", limit).Msg("an execute result is cut to the start and the end of its output: the whole would be longer than the host reads in one message")
-	}
-	if _, err := io.WriteString(w, head); err != nil {
-		return err
-	}
-	if err := stdout.writeJSONCut(w, outCut); err != nil {
-		return err
-	}
-	if _, err := io.WriteString(w, stderrKey); err != nil {
-		return err
-	}
-	if err := stderr.writeJSONCut(w, errCut); err != nil {
-		return err
-	}
-	if meta != nil {
-		if _, err := io.WriteString(w, metadataKey); err != nil {
-			return err
-		}
-		if _, err := w.Write(meta); err != nil {
-			return err
-		}
-	}
-	_, err := io.WriteString(w, "}")
-	return err
-}
-
-// MarshalJSON lets tests and non-streaming callers encode the result too.
-func (r *execResult) MarshalJSON() ([]byte, error) {
-	var b strings.Builder
-	if err := r.WriteJSON(&b); err != nil {
-		return nil, err
-	}
-	return []byte(b.String()), nil
-}
-
-var _ rpc.JSONStreamer = (*execResult)(nil)
-
 func intPtr(n int) *int { return &n }
 
 // execute runs one command on a lease: in the lease's persistent session
@@ -221,7 +107,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		return nil, err
 	}
 	if !hasLease(p) {
-		return &execResult{exitCode: intPtr(1), stderr: outputText{text: "No provider lease ID available for execution."}}, nil
+		return &output.Result{ExitCode: intPtr(1), Stderr: output.Text("No provider lease ID available for execution.")}, nil
 	}
 	sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, cfg)
 	if err != nil {
@@ -283,15 +169,15 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		if err != nil {
 			return nil, err
 		}
-		if !res.timedOut {
+		if !res.TimedOut {
 			w.leases.markFresh(s.key)
 		}
-		if res.metadata == nil {
-			res.metadata = map[string]any{}
+		if res.Metadata == nil {
+			res.Metadata = map[string]any{}
 		}
-		res.metadata["getDurationMs"] = getMs
-		res.metadata["cacheHit"] = hit
-		res.maxLineChars, res.log = w.lineLimit(), w.log
+		res.Metadata["getDurationMs"] = getMs
+		res.Metadata["cacheHit"] = hit
+		res.MaxLineChars, res.Log = w.lineLimit(), w.log
 		return res, nil
 	})
 	return out, err
@@ -475,13 +361,13 @@ func (c *command) sdkTimeoutMessage(err error) string {
 // turn into a timed-out result whose stderr is the error's message (the git
 // wording for git network commands) and whose stdout is empty, with the
 // time since the dispatch began when it had. Not when the caller cancelled.
-func (c *command) daytonaTimedOut(ctx context.Context, err error, dispatched *time.Time) (*execResult, bool) {
+func (c *command) daytonaTimedOut(ctx context.Context, err error, dispatched *time.Time) (*output.Result, bool) {
 	if !errors.Is(err, daytona.ErrTimeout) || ctx.Err() != nil {
 		return nil, false
 	}
-	res := &execResult{timedOut: true, stderr: outputText{text: c.sdkTimeoutMessage(err) + "\n"}}
+	res := &output.Result{TimedOut: true, Stderr: output.Text(c.sdkTimeoutMessage(err) + "\n")}
 	if dispatched != nil {
-		res.metadata = map[string]any{"durationMs": c.w.now().Sub(*dispatched).Milliseconds()}
+		res.Metadata = map[string]any{"durationMs": c.w.now().Sub(*dispatched).Milliseconds()}
 	}
 	return res, true
 }
@@ -528,7 +414,7 @@ func (c *command) script(ctx context.Context) (string, func(), error) {
 // oneShot runs the command with process/execute: combined output in stdout,
 // nothing streamed, no session opened. Daytona kills the command's process
 // group when the timeout passes.
-func (c *command) oneShot(ctx context.Context) (*execResult, error) {
+func (c *command) oneShot(ctx context.Context) (*output.Result, error) {
 	script, cleanup, err := c.script(ctx)
 	if err != nil {
 		if res, ok := c.daytonaTimedOut(ctx, err, nil); ok {
@@ -545,13 +431,13 @@ func (c *command) oneShot(ctx context.Context) (*execResult, error) {
 		}
 		return nil, refusedBeforeRunning(err)
 	}
-	return &execResult{exitCode: intPtr(res.ExitCode), stdout: outputText{text: res.Result},
-		metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}, nil
+	return &output.Result{ExitCode: intPtr(res.ExitCode), Stdout: output.Text(res.Result),
+		Metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}, nil
 }
 
 // inSession runs the command in the lease's persistent session, wrapped in a
 // subshell so an `exit` ends only the command, and streams its output.
-func (c *command) inSession(ctx context.Context) (*execResult, error) {
+func (c *command) inSession(ctx context.Context) (*output.Result, error) {
 	sessionID, err := c.joinSession(ctx)
 	if err != nil {
 		return nil, &notDispatched{err}
@@ -597,7 +483,7 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 				// The dispatch itself outlived the timeout: the plugin's
 				// SDK call fails on its client deadline, and that
 				// message is the result's stderr.
-				res.stderr = outputText{text: c.sdkTimeoutMessage(err) + "\n"}
+				res.Stderr = output.Text(c.sdkTimeoutMessage(err) + "\n")
 			}
 			return res, nil
 		}
@@ -612,17 +498,17 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 	}
 
 	// The params encode as protocol.ExecuteLog does, from the output blocks.
-	relay := newLogNotifier(c.w.relayLimits(), func(params any) error {
+	relay := output.NewRelay(c.w.relayLimits(), func(params any) error {
 		return c.w.host.Notify(ctx, protocol.NotifyExecuteLog, params)
 	})
-	marks := [2]*markDropper{{w: relay.stream(0)}, {w: relay.stream(1)}}
+	marks := [2]*output.MarkDropper{output.NewMarkDropper(relay.Stream(0)), output.NewMarkDropper(relay.Stream(1))}
 	streamed := c.follow(runCtx, tb, sessionID, dispatched.CmdID, marks, prepared)
 	if !streamed && !c.expired(ctx, runCtx) {
 		// The stream could not be followed to its end: poll the command,
 		// then take the missing tail from the logs endpoint.
 		streamed, err = c.poll(runCtx, tb, sessionID, dispatched.CmdID, relay, marks)
 		if err != nil && !c.expired(ctx, runCtx) {
-			relay.close()
+			relay.Close()
 			if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
 				return res, nil
 			}
@@ -630,19 +516,19 @@ func (c *command) inSession(ctx context.Context) (*execResult, error) {
 		}
 	}
 	if !streamed || c.expired(ctx, runCtx) {
-		relay.close()
+		relay.Close()
 		return c.timedOut(ctx, sessionID, relay, start), nil
 	}
 	exitCode, err := c.exitCode(ctx, tb, sessionID, dispatched.CmdID)
-	relay.close()
+	relay.Close()
 	if err != nil {
 		if res, ok := c.daytonaTimedOut(ctx, err, &start); ok {
 			return res, nil
 		}
 		return nil, err
 	}
-	return &execResult{exitCode: exitCode, stdout: outputText{blocks: &relay.out[0]}, stderr: outputText{blocks: &relay.out[1]},
-		metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}, nil
+	return &output.Result{ExitCode: exitCode, Stdout: relay.Output(0), Stderr: relay.Output(1),
+		Metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}, nil
 }
 
 // expired reports whether the command's own deadline (not the caller's
@@ -655,7 +541,7 @@ func (c *command) expired(ctx, runCtx context.Context) bool {
 // It reconnects once after a drop (the client drops the replayed prefix by
 // byte offset). A stream that goes silent is checked: if the command already
 // finished, the stream is abandoned rather than waited on forever.
-func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, marks [2]*markDropper, prepared *daytona.PreparedStream) bool {
+func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, marks [2]*output.MarkDropper, prepared *daytona.PreparedStream) bool {
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	act := newActivity()
@@ -674,8 +560,8 @@ func (c *command) follow(ctx context.Context, tb *daytona.Toolbox, sessionID, cm
 	_, err := tb.FollowSessionCommandLogs(fctx, sessionID, cmdID, daytona.FollowOptions{
 		Stdout: touch(marks[0]), Stderr: touch(marks[1]), MaxReconnects: 1, Prepared: prepared,
 	})
-	marks[0].flush()
-	marks[1].flush()
+	marks[0].Flush()
+	marks[1].Flush()
 	if err != nil {
 		c.w.log.Debug().Str("sandbox", c.s.id()).Err(err).Msg("log stream ended early; falling back to polling")
 		return false
@@ -740,7 +626,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // poll waits for the command's exit code, then forwards the part of its
 // logs the stream had not delivered.
-func (c *command) poll(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *logRelay, marks [2]*markDropper) (bool, error) {
+func (c *command) poll(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdID string, relay *output.Relay, marks [2]*output.MarkDropper) (bool, error) {
 	interval := 50 * time.Millisecond
 	for {
 		cmd, err := tb.GetSessionCommand(ctx, sessionID, cmdID)
@@ -762,16 +648,16 @@ func (c *command) poll(ctx context.Context, tb *daytona.Toolbox, sessionID, cmdI
 		return false, err
 	}
 	for i, full := range []string{logs.Stdout, logs.Stderr} {
-		tail, ok := relay.unstreamedTail(i, marks[i].trimDropped(full))
+		tail, ok := relay.UnstreamedTail(i, marks[i].TrimDropped(full))
 		if !ok {
 			// The snapshot does not extend what was streamed: relaying a
 			// guess could repeat or garble output, so keep what came.
-			c.w.log.Warn().Str("sandbox", c.s.id()).Str("stream", streamNames[i]).
+			c.w.log.Warn().Str("sandbox", c.s.id()).Str("stream", output.StreamName(i)).
 				Msg("the command's logs do not continue its streamed output; the streamed output is kept as it is")
 			continue
 		}
 		if tail != "" {
-			_, _ = relay.stream(i).Write([]byte(tail))
+			_, _ = relay.Stream(i).Write([]byte(tail))
 		}
 	}
 	return true, nil
@@ -807,20 +693,19 @@ func (c *command) exitCode(ctx context.Context, tb *daytona.Toolbox, sessionID, 
 // command opens a fresh one, and deleted (Daytona kills its process group)
 // as the last command running in it ends, this one when it ran alone (see
 // leaveSession). The result keeps the output seen so far.
-func (c *command) timedOut(ctx context.Context, sessionID string, relay *logRelay, start time.Time) *execResult {
+func (c *command) timedOut(ctx context.Context, sessionID string, relay *output.Relay, start time.Time) *output.Result {
 	c.w.leases.retireSession(c.s.key, sessionID)
-	res := &execResult{timedOut: true, metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}
-	stderr := &blockBuffer{}
+	res := &output.Result{TimedOut: true, Metadata: map[string]any{"durationMs": c.w.now().Sub(start).Milliseconds()}}
+	stderr := &output.Buffer{}
 	if relay != nil {
 		// The relay is closed: its buffers are ours now.
-		res.stdout = outputText{blocks: &relay.out[0]}
-		stderr = &relay.out[1]
+		res.Stdout, stderr = relay.Output(0), relay.Output(1)
 	}
-	if stderr.Len() > 0 && !stderr.endsWith('\n') {
+	if stderr.Len() > 0 && !stderr.EndsWith('\n') {
 		stderr.Write([]byte("\n"))
 	}
 	stderr.Write([]byte(c.timeoutMessage() + "\n"))
-	res.stderr = outputText{blocks: stderr}
+	res.Stderr = stderr
 	return res
 }
 

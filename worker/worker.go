@@ -18,6 +18,7 @@ import (
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/pty"
 	"github.com/paperclipai/daytona-worker/rpc"
+	"github.com/paperclipai/daytona-worker/worker/output"
 )
 
 // Messages the official runtime and the Daytona plugin use verbatim.
@@ -44,14 +45,14 @@ type Options struct {
 	// (see daytona.RequestQueue); zero: daytona.DefaultMaxRequestsPerHost.
 	MaxRequestsPerHost int
 	// MaxMessageChars is the longest line the host reads, in UTF-16 code
-	// units; zero: DefaultMaxMessageChars, the host's own limit. An
+	// units; zero: output.DefaultMaxMessageChars, the host's own limit. An
 	// execute result that would be longer carries the start and the end of
-	// its output (see fitOutputs).
+	// its output (see output.Result).
 	MaxMessageChars int64
 	// MaxStreamedChars is the most of one execute's output, in UTF-16
 	// units, the host takes in execute.log notifications; zero:
-	// DefaultMaxStreamedChars, the host's own. The worker sends no chunk
-	// the host would drop for it (see logCap).
+	// output.DefaultMaxStreamedChars, the host's own. The worker sends no
+	// chunk the host would drop for it (see output.Limits).
 	MaxStreamedChars int64
 	// Timing moves the execute path's internal waits (tests shorten them);
 	// the zero value keeps the defaults. The staleness of a cached sandbox
@@ -127,16 +128,16 @@ func (w *Worker) lineLimit() int64 {
 	if w.maxMessageChars > 0 {
 		return w.maxMessageChars
 	}
-	return DefaultMaxMessageChars
+	return output.DefaultMaxMessageChars
 }
 
 // relayLimits are the host's bounds an execute's relay keeps to.
-func (w *Worker) relayLimits() relayLimits {
+func (w *Worker) relayLimits() output.Limits {
 	streamed := w.maxStreamedChars
 	if streamed == 0 {
-		streamed = DefaultMaxStreamedChars
+		streamed = output.DefaultMaxStreamedChars
 	}
-	return relayLimits{result: w.lineLimit(), streamed: streamed}
+	return output.Limits{Result: w.lineLimit(), Streamed: streamed}
 }
 
 // Handle implements rpc.Handler: it routes one request to its method.
