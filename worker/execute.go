@@ -15,6 +15,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 	"github.com/paperclipai/daytona-worker/worker/output"
 )
 
@@ -61,25 +62,25 @@ func (t Timing) withDefaults() Timing {
 // not strings dropped, as in the plugin) and the parsed config. A call without a
 // provider lease id is answered before its env and config are looked at, as
 // in the plugin, so they are not decoded then.
-func decodeExecute(raw json.RawMessage) (executeCall, []envVar, DriverConfig, error) {
+func decodeExecute(raw json.RawMessage) (executeCall, []envVar, config.Driver, error) {
 	var p executeCall
 	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p.ExecuteParams, func(obj map[string]json.RawMessage) error {
 		return prepareExecuteParams(obj, &p.leaseIDValue, &p.stdinBytes)
 	}); err != nil {
-		return p, nil, DriverConfig{}, err
+		return p, nil, config.Driver{}, err
 	}
 	if p.stdinBytes != nil {
 		s := string(p.stdinBytes) // the bytes as they are, uploaded raw
 		p.Stdin = &s
 	}
 	if !hasLease(p) {
-		return p, nil, DriverConfig{}, nil
+		return p, nil, config.Driver{}, nil
 	}
 	env, err := orderedEnv(p.Env)
 	if err != nil {
-		return p, nil, DriverConfig{}, protocol.InvalidParams(protocol.MethodEnvironmentExecute, err)
+		return p, nil, config.Driver{}, protocol.InvalidParams(protocol.MethodEnvironmentExecute, err)
 	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentExecute, p.Config)
+	_, cfg, err := config.Decode(protocol.MethodEnvironmentExecute, p.Config)
 	return p, env, cfg, err
 }
 
@@ -274,7 +275,7 @@ func notAString(member, kind string) error {
 // when it is a positive finite number (truncated), else the config's. It
 // stays a JavaScript number: any finite value is valid, however far beyond
 // what a time.Duration holds.
-func resolveTimeoutMs(paramMs *float64, cfg DriverConfig) float64 {
+func resolveTimeoutMs(paramMs *float64, cfg config.Driver) float64 {
 	if paramMs != nil && js.IsFinite(*paramMs) && *paramMs > 0 {
 		return math.Trunc(*paramMs)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/paperclipai/daytona-worker/internal/js"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // scope identifies one lease the way the plugin's handle cache does: the
@@ -23,7 +24,7 @@ type scope struct {
 	// plugin keys its state by the value itself, and no sandbox's id can
 	// equal it (see leaseIDValue).
 	idValue   any
-	config    DriverConfig
+	config    config.Driver
 	apiKey    string // the resolved key; never part of key()
 	account   string
 	cachedKey string // key(), computed once by scopeFor
@@ -67,7 +68,7 @@ func (s scope) owns(sandboxID string) bool {
 // accountFingerprint is the plugin's sandboxAccountDiscriminator: the
 // sha256 of the stable JSON {apiKey, apiUrl} with the resolved key. It is
 // also the cleanup envelope's accountFingerprint.
-func accountFingerprint(c DriverConfig, resolvedKey string) string {
+func accountFingerprint(c config.Driver, resolvedKey string) string {
 	var key, apiURL any
 	if resolvedKey != "" {
 		key = resolvedKey
