@@ -17,6 +17,7 @@ import (
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/worker/config"
 	"github.com/paperclipai/daytona-worker/worker/output"
+	"github.com/paperclipai/daytona-worker/worker/shell"
 )
 
 const (
@@ -62,7 +63,7 @@ func (t Timing) withDefaults() Timing {
 // not strings dropped, as in the plugin) and the parsed config. A call without a
 // provider lease id is answered before its env and config are looked at, as
 // in the plugin, so they are not decoded then.
-func decodeExecute(raw json.RawMessage) (executeCall, []envVar, config.Driver, error) {
+func decodeExecute(raw json.RawMessage) (executeCall, []shell.Var, config.Driver, error) {
 	var p executeCall
 	if err := decodeDriverParams(protocol.MethodEnvironmentExecute, raw, &p.ExecuteParams, func(obj map[string]json.RawMessage) error {
 		return prepareExecuteParams(obj, &p.leaseIDValue, &p.stdinBytes)
@@ -76,7 +77,7 @@ func decodeExecute(raw json.RawMessage) (executeCall, []envVar, config.Driver, e
 	if !hasLease(p) {
 		return p, nil, config.Driver{}, nil
 	}
-	env, err := orderedEnv(p.Env)
+	env, err := shell.Env(p.Env)
 	if err != nil {
 		return p, nil, config.Driver{}, protocol.InvalidParams(protocol.MethodEnvironmentExecute, err)
 	}
@@ -137,7 +138,7 @@ func (w *Worker) execute(ctx context.Context, raw json.RawMessage) (any, error) 
 		if err := s.ensureStarted(ctx, timeoutSeconds(timeoutMs)); err != nil {
 			return nil, err
 		}
-		c := &command{w: w, s: s, p: p.ExecuteParams, env: env, timeoutMs: timeoutMs, gitNet: isGitNetworkCommand(p.Command, p.Args), turn: turn}
+		c := &command{w: w, s: s, p: p.ExecuteParams, env: env, timeoutMs: timeoutMs, gitNet: shell.IsGitNetworkCommand(p.Command, p.Args), turn: turn}
 		run := c.inSession
 		if p.BypassSession {
 			run = c.oneShot
@@ -287,7 +288,7 @@ type command struct {
 	w         *Worker
 	s         *leaseSandbox
 	p         protocol.ExecuteParams
-	env       []envVar
+	env       []shell.Var
 	timeoutMs float64
 	gitNet    bool
 	turn      *execTurn // its place among the lease's session commands
@@ -385,7 +386,7 @@ func (c *command) script(ctx context.Context) (string, func(), error) {
 	if c.p.Cwd != nil {
 		cwd = *c.p.Cwd
 	}
-	script, err := loginShellScript(c.p.Command, c.p.Args, cwd, c.env, stdinPath)
+	script, err := shell.LoginScript(c.p.Command, c.p.Args, cwd, c.env, stdinPath)
 	if err != nil {
 		return "", noop, err
 	}

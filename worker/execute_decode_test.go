@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/shell"
 )
 
 // TestDecodeExecuteIsTheHandlersDecoder checks decodeExecute, the decoder
@@ -35,7 +36,7 @@ func TestDecodeExecuteIsTheHandlersDecoder(t *testing.T) {
 	assert.Equal(t, "in", *p.Stdin)
 	assert.Equal(t, 1500.5, *p.TimeoutMs)
 	assert.True(t, p.BypassSession)
-	assert.Equal(t, []envVar{{key: "Z", value: "3", ok: true}, {key: "N"}, {key: "A", value: "x", ok: true}, {key: "B"}}, env,
+	assert.Equal(t, []shell.Var{{Key: "Z", Value: "3", Set: true}, {Key: "N"}, {Key: "A", Value: "x", Set: true}, {Key: "B"}}, env,
 		"first position of a repeated key, its last value; non-strings marked to be dropped")
 	assert.Equal(t, 5000.0, cfg.TimeoutMs, "the config is parsed leniently")
 

@@ -7,12 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/worker/config"
+	"github.com/paperclipai/daytona-worker/worker/shell"
 )
 
 const (
@@ -236,7 +236,7 @@ func verifySentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, 
 	if !ok {
 		return sentinel{Path: sp, Result: sentinelResultMissing}, nil
 	}
-	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: "cat " + shellQuote(sp), TimeoutSeconds: timeoutSecs})
+	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: "cat " + shell.Quote(sp), TimeoutSeconds: timeoutSecs})
 	if err != nil {
 		return sentinel{}, err
 	}
@@ -253,12 +253,6 @@ func verifySentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, 
 		out.Result = sentinelResultMismatched
 	}
 	return out, nil
-}
-
-// shellQuote is the plugin's shellQuote: single quotes, with each embedded
-// quote written as '"'"'.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }
 
 // leaseMetadataInput feeds leaseMetadata.
