@@ -70,8 +70,9 @@ type Worker struct {
 	newID  func() string
 	timing Timing
 
-	maxMessageChars  int64 // see Options.MaxMessageChars
-	maxStreamedChars int64 // see Options.MaxStreamedChars
+	// limits are the host's bounds an execute's output keeps to
+	// (Options.MaxMessageChars and MaxStreamedChars, defaults filled in).
+	limits output.Limits
 
 	clients   clients
 	leases    *leases
@@ -109,9 +110,16 @@ func New(host Host, opts Options) *Worker {
 	if opts.NewID == nil {
 		opts.NewID = uuid.NewString
 	}
+	limits := output.Limits{Result: opts.MaxMessageChars, Streamed: opts.MaxStreamedChars}
+	if limits.Result <= 0 {
+		limits.Result = output.DefaultMaxMessageChars
+	}
+	if limits.Streamed == 0 {
+		limits.Streamed = output.DefaultMaxStreamedChars
+	}
 	w := &Worker{
 		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID, timing: opts.Timing.withDefaults(),
-		maxMessageChars: opts.MaxMessageChars, maxStreamedChars: opts.MaxStreamedChars,
+		limits:    limits,
 		clients:   clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
 		leases:    newLeases(opts.Now),
 		reapers:   newReapers(),
@@ -121,23 +129,6 @@ func New(host Host, opts Options) *Worker {
 	}
 	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger, ErrorText: errText})
 	return w
-}
-
-// lineLimit is the longest line the host reads (Options.MaxMessageChars).
-func (w *Worker) lineLimit() int64 {
-	if w.maxMessageChars > 0 {
-		return w.maxMessageChars
-	}
-	return output.DefaultMaxMessageChars
-}
-
-// relayLimits are the host's bounds an execute's relay keeps to.
-func (w *Worker) relayLimits() output.Limits {
-	streamed := w.maxStreamedChars
-	if streamed == 0 {
-		streamed = output.DefaultMaxStreamedChars
-	}
-	return output.Limits{Result: w.lineLimit(), Streamed: streamed}
 }
 
 // Handle implements rpc.Handler: it routes one request to its method.
