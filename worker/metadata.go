@@ -124,7 +124,7 @@ func memberOf(obj map[string]json.RawMessage, key string) jsMember {
 	return jsMember{v: v, present: ok}
 }
 
-// stable is the member's value for stableStringify, where undefined is null.
+// stable is the member's value for js.StableStringify, where undefined is null.
 func (m jsMember) stable() any {
 	if !m.present {
 		return nil
@@ -171,7 +171,7 @@ func sentinelToken(id sentinelIdentity, cfg config.Driver) (string, bool) {
 	if !id.executionWorkspaceID.truthy() {
 		identity["projectlessIssueId"] = id.issueID.stable()
 	}
-	sum := sha256.Sum256([]byte(stableStringify(identity)))
+	sum := sha256.Sum256([]byte(js.StableStringify(identity)))
 	return hex.EncodeToString(sum[:]), true
 }
 
