@@ -33,7 +33,7 @@ test:
 ##            runs the same code under the race detector at smaller sizes); .ci/run runs both
 LONG_TESTS := TestTrimMiddleKeepsTheRelaysTakesWhole|TestTrimMiddleHoldsWhatTheResultCanCarry|TestExecuteRelaysLargeOutput|TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit|TestExecuteStreamsNoMoreThanTheHostTakes|TestDuplexEchoesMegabytesThroughCat|TestSyncInIncrementalAcrossRestartsAndManyLeases
 test-long:
-	DAYTONA_TEST_LONG=1 $(GO) test -count=1 -timeout 30m -run '^($(LONG_TESTS))$$' ./worker/ ./cmd/daytona-worker/
+	DAYTONA_TEST_LONG=1 $(GO) test -count=1 -timeout 30m -run '^($(LONG_TESTS))$$' ./worker/ ./worker/output/ ./cmd/daytona-worker/
 
 ## bench: speed and memory measurements (numbers are kept in docs/benchmarks.md)
 bench:

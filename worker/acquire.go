@@ -11,6 +11,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // leaseResult is an acquired or resumed lease as the worker returns it:
@@ -61,11 +62,11 @@ func (w *Worker) acquireLease(ctx context.Context, raw json.RawMessage) (any, er
 	if err != nil {
 		return nil, err
 	}
-	rc, cfg, err := decodeConfig(protocol.MethodEnvironmentAcquireLease, p.Config)
+	rc, cfg, err := config.Decode(protocol.MethodEnvironmentAcquireLease, p.Config)
 	if err != nil {
 		return nil, err
 	}
-	if msg := cfg.runtimeResourceError(); msg != "" {
+	if msg := cfg.RuntimeResourceError(); msg != "" {
 		return nil, errors.New(msg)
 	}
 	client, account, err := w.client(cfg)
@@ -163,7 +164,7 @@ func (e *createTimeoutError) Unwrap() error { return e.err }
 
 // createError words a failed create (the request or the wait for started)
 // as the SDK's create does.
-func createError(err error, budgetSpent bool, cfg DriverConfig) error {
+func createError(err error, budgetSpent bool, cfg config.Driver) error {
 	if budgetSpent || errors.Is(err, daytona.ErrTimeout) {
 		return &createTimeoutError{seconds: jsTimeoutSeconds(cfg.TimeoutMs), err: err}
 	}

@@ -3,6 +3,7 @@ package worker
 import (
 	"testing"
 
+	"github.com/paperclipai/daytona-worker/worker/config"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,12 +17,12 @@ func TestEndpointFallsBackToTheSDKsEnvironmentVariables(t *testing.T) {
 	tests := []struct {
 		name        string
 		env         map[string]string
-		cfg         DriverConfig
+		cfg         config.Driver
 		url, target string
 	}{
 		{name: "nothing set: Daytona Cloud, the default target"},
 		{name: "the config's own", env: map[string]string{"DAYTONA_API_URL": "http://env/api", "DAYTONA_TARGET": "eu"},
-			cfg: DriverConfig{APIURL: str("http://cfg/api"), Target: str("us")}, url: "http://cfg/api", target: "us"},
+			cfg: config.Driver{APIURL: str("http://cfg/api"), Target: str("us")}, url: "http://cfg/api", target: "us"},
 		{name: "the environment's", env: map[string]string{"DAYTONA_API_URL": "http://env/api", "DAYTONA_TARGET": "eu"},
 			url: "http://env/api", target: "eu"},
 		{name: "the deprecated server URL", env: map[string]string{"DAYTONA_SERVER_URL": "http://old/api"}, url: "http://old/api"},
@@ -30,7 +31,7 @@ func TestEndpointFallsBackToTheSDKsEnvironmentVariables(t *testing.T) {
 		{name: "an empty API URL counts as unset", env: map[string]string{"DAYTONA_API_URL": "", "DAYTONA_SERVER_URL": "http://old/api", "DAYTONA_TARGET": ""},
 			url: "http://old/api"},
 		{name: "one from each", env: map[string]string{"DAYTONA_API_URL": "http://env/api", "DAYTONA_TARGET": "eu"},
-			cfg: DriverConfig{Target: str("us")}, url: "http://env/api", target: "us"},
+			cfg: config.Driver{Target: str("us")}, url: "http://env/api", target: "us"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,7 +50,7 @@ func TestClientForUsesTheEnvironmentsEndpoint(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DAYTONA_API_URL": "http://127.0.0.1:1/api", "DAYTONA_TARGET": "eu"}
 	w := New(discardHost{}, Options{Logger: zerolog.Nop(), Getenv: func(k string) string { return env[k] }})
-	c, err := w.clientFor(DriverConfig{}, "k", accountFingerprint(DriverConfig{}, "k"))
+	c, err := w.clientFor(config.Driver{}, "k", accountFingerprint(config.Driver{}, "k"))
 	require.NoError(t, err)
 	assert.Equal(t, "http://127.0.0.1:1/api", c.APIURL())
 	assert.Equal(t, "eu", c.Target())

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/shell"
 )
 
 // TestDecodeExecuteIsTheHandlersDecoder checks decodeExecute, the decoder
@@ -36,7 +36,7 @@ func TestDecodeExecuteIsTheHandlersDecoder(t *testing.T) {
 	assert.Equal(t, "in", *p.Stdin)
 	assert.Equal(t, 1500.5, *p.TimeoutMs)
 	assert.True(t, p.BypassSession)
-	assert.Equal(t, []envVar{{key: "Z", value: "3", ok: true}, {key: "N"}, {key: "A", value: "x", ok: true}, {key: "B"}}, env,
+	assert.Equal(t, []shell.Var{{Key: "Z", Value: "3", Set: true}, {Key: "N"}, {Key: "A", Value: "x", Set: true}, {Key: "B"}}, env,
 		"first position of a repeated key, its last value; non-strings marked to be dropped")
 	assert.Equal(t, 5000.0, cfg.TimeoutMs, "the config is parsed leniently")
 
@@ -89,43 +89,4 @@ func TestDecodeExecuteIsTheHandlersDecoder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, p.TimeoutMs)
 	assert.True(t, p.BypassSession)
-}
-
-// TestExecResultEncodesProtocolExecuteResult checks that the worker's
-// streaming encoder writes exactly what encoding/json writes for
-// protocol.ExecuteResult with the same values: one wire shape.
-func TestExecResultEncodesProtocolExecuteResult(t *testing.T) {
-	t.Parallel()
-	blocks := func(s string) *blockBuffer {
-		b := &blockBuffer{}
-		_, _ = b.Write([]byte(s))
-		return b
-	}
-	big := strings.Repeat("é\x00\"\\<\u2028", 100_000) // past one output block, every escape kind
-	for _, tt := range []struct {
-		name string
-		got  *execResult
-		want protocol.ExecuteResult
-	}{
-		{"finished", &execResult{exitCode: intPtr(3), stdout: outputText{blocks: blocks("out\n")}, stderr: outputText{blocks: blocks("err\n")},
-			metadata: map[string]any{"durationMs": 12, "cacheHit": true}},
-			protocol.ExecuteResult{ExitCode: intPtr(3), Stdout: "out\n", Stderr: "err\n", Metadata: map[string]any{"durationMs": 12, "cacheHit": true}}},
-		{"timed out", &execResult{timedOut: true, stdout: outputText{blocks: blocks("")}, stderr: outputText{text: "Command timed out after 3 s.\n"},
-			metadata: map[string]any{"durationMs": 3001}},
-			protocol.ExecuteResult{TimedOut: true, Stderr: "Command timed out after 3 s.\n", Metadata: map[string]any{"durationMs": 3001}}},
-		{"no lease", &execResult{exitCode: intPtr(1), stderr: outputText{text: "No provider lease ID available for execution."}},
-			protocol.ExecuteResult{ExitCode: intPtr(1), Stderr: "No provider lease ID available for execution."}},
-		{"large and escaped", &execResult{exitCode: intPtr(0), stdout: outputText{blocks: blocks(big)}, stderr: outputText{text: big}, metadata: map[string]any{}},
-			protocol.ExecuteResult{ExitCode: intPtr(0), Stdout: big, Stderr: big, Metadata: map[string]any{}}},
-		{"split rune", &execResult{exitCode: intPtr(0), stdout: outputText{blocks: blocks(strings.Repeat("a", outputBlockSize-1) + "é")}},
-			protocol.ExecuteResult{ExitCode: intPtr(0), Stdout: strings.Repeat("a", outputBlockSize-1) + "é"}},
-	} {
-		got, err := json.Marshal(tt.got)
-		require.NoError(t, err, tt.name)
-		want, err := json.Marshal(tt.want)
-		require.NoError(t, err, tt.name)
-		if !assert.True(t, bytes.Equal(want, got), tt.name) {
-			t.Logf("%s:\n got %.300s\nwant %.300s", tt.name, got, want)
-		}
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // execResultJSON runs one execute and decodes its result.
@@ -240,7 +241,7 @@ func TestTheCreateTimeoutNamesTheJavaScriptSeconds(t *testing.T) {
 		1e20:   "100000000000000000",
 		1e25:   "1e+22",
 	} {
-		err := createError(daytona.ErrTimeout, false, DriverConfig{TimeoutMs: ms})
+		err := createError(daytona.ErrTimeout, false, config.Driver{TimeoutMs: ms})
 		assert.Equal(t, "Failed to create and start sandbox within "+want+" seconds. Operation timed out.", err.Error(), "%g", ms)
 	}
 }

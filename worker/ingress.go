@@ -15,6 +15,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // Runner ingress: runners inside a sandbox call back to the host over an
@@ -60,7 +61,7 @@ func (w *Worker) runnerIngressEndpoint(ctx context.Context, raw json.RawMessage)
 	if p.Lease == nil || p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
 		return nil, errors.New(msgIngressNeedsLease)
 	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentRunnerIngressEndpoint, p.Config)
+	_, cfg, err := config.Decode(protocol.MethodEnvironmentRunnerIngressEndpoint, p.Config)
 	if err != nil {
 		return nil, err
 	}

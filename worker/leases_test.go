@@ -16,6 +16,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/testutil"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // handleWaiters counts the callers waiting on the lease's handle fetch.
@@ -47,19 +48,19 @@ func teardownGate(l *leases, key string) *gate {
 
 func testScope(id string) scope {
 	return scope{driverKey: "daytona", companyID: "c", environmentID: "e", providerLeaseID: id,
-		config: DriverConfig{AutoStopInterval: 15}, account: "acct"}
+		config: config.Driver{AutoStopInterval: 15}, account: "acct"}
 }
 
 func TestScopeKeyIsTheReferenceStableJSON(t *testing.T) {
 	t.Parallel()
 	assert.Equal(t, `{"account":"acct","companyId":"c","driverKey":"daytona","environmentId":"e","providerLeaseId":"p"}`, testScope("p").key())
 	// The account fingerprint covers the resolved key and URL, never the key itself.
-	fp := accountFingerprint(DriverConfig{}, "secret")
+	fp := accountFingerprint(config.Driver{}, "secret")
 	assert.Len(t, fp, 64)
 	assert.NotContains(t, fp, "secret")
 	url := "http://x"
-	assert.NotEqual(t, fp, accountFingerprint(DriverConfig{APIURL: &url}, "secret"))
-	assert.NotEqual(t, fp, accountFingerprint(DriverConfig{}, "other"))
+	assert.NotEqual(t, fp, accountFingerprint(config.Driver{APIURL: &url}, "secret"))
+	assert.NotEqual(t, fp, accountFingerprint(config.Driver{}, "other"))
 }
 
 func TestHandleCacheSingleFlightAndEviction(t *testing.T) {
@@ -293,7 +294,7 @@ func TestSentinelTokenAndFile(t *testing.T) {
 	t.Parallel()
 	img := "daytonaio/sandbox:0.8.0"
 	cpu := 4.0
-	cfg := DriverConfig{ReuseLease: true, Image: &img, CPU: &cpu}
+	cfg := config.Driver{ReuseLease: true, Image: &img, CPU: &cpu}
 	id := identityOf(t, `{"companyId":"c-1","environmentId":"env-1","agentId":"ag-1","executionWorkspaceId":"ws-1","issueId":"iss-1","adapterType":"claude_local"}`)
 	token, ok := sentinelToken(id, cfg)
 	require.True(t, ok)
@@ -306,9 +307,9 @@ func TestSentinelTokenAndFile(t *testing.T) {
 
 	// The same value computed by the reference's stableStringify under Node.
 	assert.Equal(t, "ae30b260a6ccc0efcb8f8ee50175527b930500b02a45225547bbe9081eeb1226", token2)
-	assert.Equal(t, "ee2f43de2e7fad1c9d45c5b28e66c8ad360c98d260c98f90e2af4e0c48f7db55", accountFingerprint(DriverConfig{}, "k"))
+	assert.Equal(t, "ee2f43de2e7fad1c9d45c5b28e66c8ad360c98d260c98f90e2af4e0c48f7db55", accountFingerprint(config.Driver{}, "k"))
 
-	_, ok = sentinelToken(id, DriverConfig{})
+	_, ok = sentinelToken(id, config.Driver{})
 	assert.False(t, ok, "no token without reuseLease")
 	_, ok = sentinelToken(identityOf(t, `{"companyId":"c","environmentId":"e","executionWorkspaceId":"ws-1"}`), cfg)
 	assert.False(t, ok, "no token without an agent")
@@ -326,7 +327,7 @@ func TestSentinelTokenAndFile(t *testing.T) {
 // the reference wrote for the same params (Node 20).
 func TestSentinelFileIsByteIdenticalForEveryInputShape(t *testing.T) {
 	t.Parallel()
-	cfg := DriverConfig{ReuseLease: true}
+	cfg := config.Driver{ReuseLease: true}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC)
 	for _, tc := range []struct {
 		params, file string
@@ -357,8 +358,9 @@ func TestSentinelFileIsByteIdenticalForEveryInputShape(t *testing.T) {
 
 func TestLeaseMetadataNeverChangesAConfigKey(t *testing.T) {
 	t.Parallel()
-	raw := rawOf(t, `{"image":" img ","timeoutMs":"60000","reuseLease":true,"cpu":2,"apiKey":"k"}`)
-	cfg := parseDriverConfig(raw)
+	raw, err := config.DecodeRaw(json.RawMessage(`{"image":" img ","timeoutMs":"60000","reuseLease":true,"cpu":2,"apiKey":"k"}`))
+	require.NoError(t, err)
+	cfg := config.Parse(raw)
 	m := leaseMetadata(leaseMetadataInput{raw: raw, cfg: cfg, sandbox: &daytona.Sandbox{ID: "s", Name: "n", Target: "us", State: daytona.StateStarted},
 		shellCommand: "bash", remoteCwd: "/w"})
 	// image was trimmed, timeoutMs was sent as a string, target and snapshot

@@ -1,6 +1,10 @@
 package worker
 
-import "github.com/paperclipai/daytona-worker/protocol"
+import (
+	"github.com/paperclipai/daytona-worker/protocol"
+
+	"github.com/paperclipai/daytona-worker/worker/config"
+)
 
 // Identity the host keys installs and saved environments by: keeping them is
 // what lets environments saved with the Node plugin work after the swap.
@@ -28,7 +32,7 @@ func Manifest(version string) protocol.PluginManifest {
 	features := protocol.DriverFeaturesFor(methods)
 	driver := protocol.EnvironmentDriver{
 		DriverKey:               DriverKey,
-		DefaultAcquireTimeoutMs: defaultTimeoutMs,
+		DefaultAcquireTimeoutMs: config.DefaultTimeoutMs,
 		Kind:                    protocol.DriverKindSandboxProvider,
 		DisplayName:             "Daytona Sandbox",
 		Description:             "Provisions Daytona sandboxes with configurable image or snapshot selection, startup timeouts, and lease reuse.",
@@ -85,15 +89,15 @@ func configSchema() protocol.ObjectSchema {
 			Description: "Memory per sandbox in GiB: 1, 2, 4 or 8."},
 		{Name: "disk", Type: "integer", Minimum: num(1), Default: defaultDiskInUI, Description: "Disk per sandbox in GiB."},
 		{Name: "gpu", Type: "integer", Minimum: num(1), Description: "GPUs per sandbox."},
-		{Name: "timeoutMs", Type: "number", Default: defaultTimeoutMs,
+		{Name: "timeoutMs", Type: "number", Default: config.DefaultTimeoutMs,
 			Description: "Budget for Daytona operations in milliseconds; acquiring a fresh lease spends one budget on creation, setup and any cleanup."},
-		{Name: "livenessTimeoutMs", Type: "number", Default: defaultLivenessTimeoutMs,
+		{Name: "livenessTimeoutMs", Type: "number", Default: config.DefaultLivenessTimeoutMs,
 			Description: "Bound in milliseconds on each read of a sandbox's state, so an unresponsive Daytona fails fast instead of holding the call until the host gives up. 0 or less: unbounded."},
-		{Name: "autoStopInterval", Type: "number", Default: defaultAutoStopMinutes,
+		{Name: "autoStopInterval", Type: "number", Default: config.DefaultAutoStopMinutes,
 			Description: "Minutes of inactivity before Daytona stops a sandbox; 0 never stops it."},
-		{Name: "autoArchiveInterval", Type: "number", Default: defaultAutoArchiveMinutes,
+		{Name: "autoArchiveInterval", Type: "number", Default: config.DefaultAutoArchiveMinutes,
 			Description: "Minutes a stopped sandbox waits before Daytona archives it (stopped sandboxes count against storage until then); 0 means Daytona's maximum."},
-		{Name: "autoDeleteInterval", Type: "number", Default: defaultAutoDeleteMinutes,
+		{Name: "autoDeleteInterval", Type: "number", Default: config.DefaultAutoDeleteMinutes,
 			Description: "Minutes a stopped sandbox waits before Daytona deletes it, a backstop for sandboxes nobody resumes; -1 never deletes, 0 deletes at stop."},
 		{Name: "reuseLease", Type: "boolean", Default: false,
 			Description: "Stop the sandbox on release and resume it for the next run, instead of deleting it."},

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite golden files from what the code produces")
@@ -78,7 +79,7 @@ func TestManifestCapabilitiesComeFromSupportedMethods(t *testing.T) {
 func TestConfigSchemaDefaultsAreTheWorkersDefaults(t *testing.T) {
 	t.Parallel()
 	schema := Manifest("1.0.0").EnvironmentDrivers[0].ConfigSchema
-	parsed := parseDriverConfig(rawConfig{})
+	parsed := config.Parse(config.Raw{})
 	for name, want := range map[string]float64{
 		"timeoutMs":           parsed.TimeoutMs,
 		"livenessTimeoutMs":   parsed.LivenessTimeoutMs,

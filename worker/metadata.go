@@ -7,11 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"path"
-	"strings"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
+	"github.com/paperclipai/daytona-worker/worker/config"
+	"github.com/paperclipai/daytona-worker/worker/shell"
 )
 
 const (
@@ -69,7 +70,7 @@ func buildLabels(in labelInput) map[string]string {
 
 // createParams is the plugin's buildCreateParams: an image brings resources,
 // a snapshot (or the default) does not.
-func createParams(cfg DriverConfig, name string, labels map[string]string) daytona.CreateParams {
+func createParams(cfg config.Driver, name string, labels map[string]string) daytona.CreateParams {
 	p := daytona.CreateParams{
 		Name:                name,
 		Labels:              labels,
@@ -82,7 +83,7 @@ func createParams(cfg DriverConfig, name string, labels map[string]string) dayto
 	}
 	if cfg.Image != nil {
 		p.Image = *cfg.Image
-		if cfg.hasResourceRequest() {
+		if cfg.HasResourceRequest() {
 			// The numbers as the plugin passes them: a fraction is not
 			// truncated here, Daytona takes or refuses it.
 			p.Resources = &daytona.Resources{CPU: cfg.CPU, Memory: cfg.Memory, Disk: cfg.Disk, GPU: cfg.GPU}
@@ -123,7 +124,7 @@ func memberOf(obj map[string]json.RawMessage, key string) jsMember {
 	return jsMember{v: v, present: ok}
 }
 
-// stable is the member's value for stableStringify, where undefined is null.
+// stable is the member's value for js.StableStringify, where undefined is null.
 func (m jsMember) stable() any {
 	if !m.present {
 		return nil
@@ -148,7 +149,7 @@ func sentinelIdentityOf(obj map[string]json.RawMessage) sentinelIdentity {
 // sentinelToken is the plugin's workspaceSentinelToken: the sha256 of the
 // stable JSON of the lease identity, or none when the lease is not reusable
 // or lacks an agent and a workspace or issue (each tested for truthiness).
-func sentinelToken(id sentinelIdentity, cfg DriverConfig) (string, bool) {
+func sentinelToken(id sentinelIdentity, cfg config.Driver) (string, bool) {
 	if !cfg.ReuseLease || !id.agentID.truthy() || !id.executionWorkspaceID.truthy() && !id.issueID.truthy() {
 		return "", false
 	}
@@ -170,7 +171,7 @@ func sentinelToken(id sentinelIdentity, cfg DriverConfig) (string, bool) {
 	if !id.executionWorkspaceID.truthy() {
 		identity["projectlessIssueId"] = id.issueID.stable()
 	}
-	sum := sha256.Sum256([]byte(stableStringify(identity)))
+	sum := sha256.Sum256([]byte(js.StableStringify(identity)))
 	return hex.EncodeToString(sum[:]), true
 }
 
@@ -208,7 +209,7 @@ func sentinelFile(id sentinelIdentity, token string, now time.Time) []byte {
 }
 
 // writeSentinel is the plugin's writeWorkspaceSentinel.
-func writeSentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, id sentinelIdentity, cfg DriverConfig, now time.Time) (sentinel, error) {
+func writeSentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, id sentinelIdentity, cfg config.Driver, now time.Time) (sentinel, error) {
 	sp := sentinelPath(remoteCwd)
 	token, ok := sentinelToken(id, cfg)
 	if !ok {
@@ -235,7 +236,7 @@ func verifySentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, 
 	if !ok {
 		return sentinel{Path: sp, Result: sentinelResultMissing}, nil
 	}
-	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: "cat " + shellQuote(sp), TimeoutSeconds: timeoutSecs})
+	res, err := tb.Execute(ctx, daytona.ExecuteRequest{Command: "cat " + shell.Quote(sp), TimeoutSeconds: timeoutSecs})
 	if err != nil {
 		return sentinel{}, err
 	}
@@ -254,16 +255,10 @@ func verifySentinel(ctx context.Context, tb *daytona.Toolbox, remoteCwd string, 
 	return out, nil
 }
 
-// shellQuote is the plugin's shellQuote: single quotes, with each embedded
-// quote written as '"'"'.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
-}
-
 // leaseMetadataInput feeds leaseMetadata.
 type leaseMetadataInput struct {
-	raw              rawConfig // the config as the host sent it
-	cfg              DriverConfig
+	raw              config.Raw // the config as the host sent it
+	cfg              config.Driver
 	sandbox          *daytona.Sandbox
 	shellCommand     string
 	remoteCwd        string
@@ -323,7 +318,7 @@ func leaseMetadata(in leaseMetadataInput) map[string]any {
 // host sent.
 var configKeys = []string{"image", "snapshot", "target", "timeoutMs", "reuseLease", "archiveOnRelease", "cpu", "memory", "disk", "gpu"}
 
-func dropChangedConfigKeys(m map[string]any, raw rawConfig) {
+func dropChangedConfigKeys(m map[string]any, raw config.Raw) {
 	for _, k := range configKeys {
 		v, ours := m[k]
 		if !ours {

@@ -272,14 +272,3 @@ func leaseIDMember(obj map[string]json.RawMessage, key string) any {
 	falsyAsNull(obj, key)
 	return leaseIDValue(obj, key)
 }
-
-// optionalString is the plugin's parseOptionalString: a string that is not
-// blank, trimmed, or absent.
-func optionalString(v any) (string, bool) {
-	s, ok := v.(string)
-	if !ok {
-		return "", false
-	}
-	s = js.Trim(s)
-	return s, s != ""
-}

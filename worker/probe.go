@@ -8,6 +8,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // probeNamePrefix names a probe's sandbox after its attempt.
@@ -37,7 +38,7 @@ func (w *Worker) probe(ctx context.Context, raw json.RawMessage) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentProbe, p.Config)
+	_, cfg, err := config.Decode(protocol.MethodEnvironmentProbe, p.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -53,8 +54,8 @@ func (w *Worker) probe(ctx context.Context, raw json.RawMessage) (any, error) {
 
 // runProbe is the probe's work; labelErr (a label value that is no
 // string) fails it where the plugin's create would be refused.
-func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg DriverConfig, labelErr error) (map[string]any, error) {
-	if msg := cfg.runtimeResourceError(); msg != "" {
+func (w *Worker) runProbe(ctx context.Context, p protocol.ProbeParams, cfg config.Driver, labelErr error) (map[string]any, error) {
+	if msg := cfg.RuntimeResourceError(); msg != "" {
 		return nil, errors.New(msg)
 	}
 	client, _, err := w.client(cfg)

@@ -8,6 +8,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 const msgStillSettling = "The stopped Daytona sandbox is still settling cancelled work. Retry shortly."
@@ -42,7 +43,7 @@ func (w *Worker) resumeLease(ctx context.Context, raw json.RawMessage) (any, err
 	if err != nil {
 		return nil, err
 	}
-	rc, cfg, err := decodeConfig(protocol.MethodEnvironmentResumeLease, p.Config)
+	rc, cfg, err := config.Decode(protocol.MethodEnvironmentResumeLease, p.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 		// and, when that is blank or not a string, workspace.remotePath ??
 		// workspace.localPath. Reading a member of an absent or null value
 		// throws there.
-		if _, err := decodeRawConfig(obj["config"]); err != nil {
+		if _, err := config.DecodeRaw(obj["config"]); err != nil {
 			return protocol.InvalidParams(method, err)
 		}
 		if err := requireObject(method, obj, "lease"); err != nil {
@@ -191,7 +192,7 @@ func (w *Worker) realizeWorkspace(ctx context.Context, raw json.RawMessage) (any
 	if err != nil {
 		return nil, err
 	}
-	_, cfg, err := decodeConfig(method, p.Config)
+	_, cfg, err := config.Decode(method, p.Config)
 	if err != nil {
 		return nil, err
 	}

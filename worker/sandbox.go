@@ -12,6 +12,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // startBoundMargin is added to a start/recover SDK timeout to bound the call
@@ -30,18 +31,18 @@ type clients struct {
 
 // resolveAPIKey is the plugin's resolveApiKey: the config's key, else
 // DAYTONA_API_KEY, else the plugin's error.
-func (w *Worker) resolveAPIKey(cfg DriverConfig) (string, error) {
+func (w *Worker) resolveAPIKey(cfg config.Driver) (string, error) {
 	if cfg.APIKey != nil {
 		return *cfg.APIKey, nil
 	}
 	if k := js.Trim(w.env("DAYTONA_API_KEY")); k != "" {
 		return k, nil
 	}
-	return "", errors.New(msgAPIKeyRequired)
+	return "", errors.New(config.MsgAPIKeyRequired)
 }
 
 // client returns the Daytona client for cfg's account and its fingerprint.
-func (w *Worker) client(cfg DriverConfig) (*daytona.Client, string, error) {
+func (w *Worker) client(cfg config.Driver) (*daytona.Client, string, error) {
 	key, err := w.resolveAPIKey(cfg)
 	if err != nil {
 		return nil, "", err
@@ -52,7 +53,7 @@ func (w *Worker) client(cfg DriverConfig) (*daytona.Client, string, error) {
 }
 
 // clientFor returns the shared client of an account already resolved.
-func (w *Worker) clientFor(cfg DriverConfig, key, account string) (*daytona.Client, error) {
+func (w *Worker) clientFor(cfg config.Driver, key, account string) (*daytona.Client, error) {
 	apiURL, target := w.endpoint(cfg)
 	cacheKey := account + "\x00" + apiURL + "\x00" + target
 	w.clients.mu.Lock()
@@ -82,7 +83,7 @@ func (w *Worker) clientFor(cfg DriverConfig, key, account string) (*daytona.Clie
 // an empty value counting as unset; an empty URL means Daytona Cloud. The
 // SDK would also read DAYTONA_TARGET from .env files in the working
 // directory; the worker does not (differences row sdk-dotenv).
-func (w *Worker) endpoint(cfg DriverConfig) (apiURL, target string) {
+func (w *Worker) endpoint(cfg config.Driver) (apiURL, target string) {
 	if cfg.APIURL != nil {
 		apiURL = *cfg.APIURL
 	}
@@ -103,13 +104,13 @@ func (w *Worker) endpoint(cfg DriverConfig) (apiURL, target string) {
 
 // apiURL is endpoint's URL, for a caller that wants the pointer the config
 // carries.
-func (w *Worker) apiURL(cfg DriverConfig) *string {
+func (w *Worker) apiURL(cfg config.Driver) *string {
 	u, _ := w.endpoint(cfg)
 	return &u
 }
 
 // scopeFor builds the lease scope for a call, resolving the account once.
-func (w *Worker) scopeFor(base protocol.DriverBaseParams, providerLeaseID string, cfg DriverConfig) (scope, error) {
+func (w *Worker) scopeFor(base protocol.DriverBaseParams, providerLeaseID string, cfg config.Driver) (scope, error) {
 	key, err := w.resolveAPIKey(cfg)
 	if err != nil {
 		return scope{}, err

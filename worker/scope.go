@@ -3,11 +3,9 @@ package worker
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"sort"
-	"strings"
 
 	"github.com/paperclipai/daytona-worker/internal/js"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // scope identifies one lease the way the plugin's handle cache does: the
@@ -23,7 +21,7 @@ type scope struct {
 	// plugin keys its state by the value itself, and no sandbox's id can
 	// equal it (see leaseIDValue).
 	idValue   any
-	config    DriverConfig
+	config    config.Driver
 	apiKey    string // the resolved key; never part of key()
 	account   string
 	cachedKey string // key(), computed once by scopeFor
@@ -38,7 +36,7 @@ func (s scope) key() string {
 	if s.idValue != nil {
 		id = s.idValue
 	}
-	return stableStringify(map[string]any{
+	return js.StableStringify(map[string]any{
 		"driverKey":       s.driverKey,
 		"companyId":       s.companyID,
 		"environmentId":   s.environmentID,
@@ -67,7 +65,7 @@ func (s scope) owns(sandboxID string) bool {
 // accountFingerprint is the plugin's sandboxAccountDiscriminator: the
 // sha256 of the stable JSON {apiKey, apiUrl} with the resolved key. It is
 // also the cleanup envelope's accountFingerprint.
-func accountFingerprint(c DriverConfig, resolvedKey string) string {
+func accountFingerprint(c config.Driver, resolvedKey string) string {
 	var key, apiURL any
 	if resolvedKey != "" {
 		key = resolvedKey
@@ -75,86 +73,6 @@ func accountFingerprint(c DriverConfig, resolvedKey string) string {
 	if c.APIURL != nil {
 		apiURL = *c.APIURL
 	}
-	sum := sha256.Sum256([]byte(stableStringify(map[string]any{"apiUrl": apiURL, "apiKey": key})))
+	sum := sha256.Sum256([]byte(js.StableStringify(map[string]any{"apiUrl": apiURL, "apiKey": key})))
 	return hex.EncodeToString(sum[:])
-}
-
-// stableStringify is the plugin's stableStringify: JSON with object keys
-// sorted at every level. Values are JSON-ready Go values (string, bool, nil,
-// float64/int, json.Number, map[string]any, []any, *string, *float64).
-func stableStringify(v any) string {
-	var b strings.Builder
-	writeStable(&b, v)
-	return b.String()
-}
-
-func writeStable(b *strings.Builder, v any) {
-	switch v := v.(type) {
-	case nil:
-		b.WriteString("null")
-	case *string:
-		if v == nil {
-			b.WriteString("null")
-			return
-		}
-		writeStable(b, *v)
-	case *float64:
-		if v == nil {
-			b.WriteString("null")
-			return
-		}
-		b.WriteString(js.NumberJSON(*v))
-	case float64:
-		b.WriteString(js.NumberJSON(v))
-	case int:
-		b.WriteString(js.NumberJSON(float64(v)))
-	case json.Number:
-		b.WriteString(js.NumberJSON(js.Number(v)))
-	case bool:
-		if v {
-			b.WriteString("true")
-		} else {
-			b.WriteString("false")
-		}
-	case string:
-		b.WriteString(js.Quote(v))
-	case []any:
-		b.WriteByte('[')
-		for i, x := range v {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			writeStable(b, x)
-		}
-		b.WriteByte(']')
-	case *js.Object:
-		members := make(map[string]any, len(v.Keys()))
-		for _, k := range v.Keys() {
-			members[k], _ = v.Get(k)
-		}
-		writeStable(b, members)
-	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(js.Quote(k))
-			b.WriteByte(':')
-			writeStable(b, v[k])
-		}
-		b.WriteByte('}')
-	default:
-		raw, err := json.Marshal(v)
-		if err != nil {
-			b.WriteString("null")
-			return
-		}
-		b.Write(raw)
-	}
 }

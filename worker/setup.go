@@ -12,6 +12,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // Interactive setup: a sandbox the operator customises by hand over SSH,
@@ -42,7 +43,7 @@ type setupMetadata struct {
 	ConnectionRedacted        bool    `json:"connectionRedacted"`
 }
 
-func newSetupMetadata(cfg DriverConfig, sbx *daytona.Sandbox, shell, remoteCwd string, fromTemplate bool) setupMetadata {
+func newSetupMetadata(cfg config.Driver, sbx *daytona.Sandbox, shell, remoteCwd string, fromTemplate bool) setupMetadata {
 	m := setupMetadata{
 		Provider: providerName, SandboxID: sbx.ID, ShellCommand: shell,
 		ImageConfigured: cfg.Image != nil, SnapshotConfigured: cfg.Snapshot != nil,
@@ -162,7 +163,7 @@ func (w *Worker) createSSHConnection(ctx context.Context, client *daytona.Client
 // withSetupSourceTemplate is the plugin's withSetupSourceTemplate: a setup
 // starts from the template it refines (an image or a snapshot) instead of
 // the environment's own image or snapshot.
-func withSetupSourceTemplate(cfg DriverConfig, p protocol.StartInteractiveSetupParams) (DriverConfig, error) {
+func withSetupSourceTemplate(cfg config.Driver, p protocol.StartInteractiveSetupParams) (config.Driver, error) {
 	if p.SourceTemplateRef == nil || *p.SourceTemplateRef == "" {
 		return cfg, nil
 	}
@@ -230,7 +231,7 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentStartInteractiveSetup, p.Config)
+	_, cfg, err := config.Decode(protocol.MethodEnvironmentStartInteractiveSetup, p.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +242,7 @@ func (w *Worker) startInteractiveSetup(ctx context.Context, raw json.RawMessage)
 	if err != nil {
 		return nil, err
 	}
-	if msg := cfg.runtimeResourceError(); msg != "" {
+	if msg := cfg.RuntimeResourceError(); msg != "" {
 		return nil, errors.New(msg)
 	}
 	client, account, err := w.client(cfg)
@@ -329,7 +330,7 @@ func (w *Worker) getInteractiveSetup(ctx context.Context, raw json.RawMessage) (
 	if err := decodeDriverParams(protocol.MethodEnvironmentGetInteractiveSetup, raw, &p, setupLeaseParams(&idValue)); err != nil {
 		return nil, err
 	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentGetInteractiveSetup, p.Config)
+	_, cfg, err := config.Decode(protocol.MethodEnvironmentGetInteractiveSetup, p.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +406,7 @@ func (w *Worker) cancelInteractiveSetup(ctx context.Context, raw json.RawMessage
 	if err := decodeDriverParams(protocol.MethodEnvironmentCancelInteractiveSetup, raw, &p, setupLeaseParams(&idValue)); err != nil {
 		return nil, err
 	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentCancelInteractiveSetup, p.Config)
+	_, cfg, err := config.Decode(protocol.MethodEnvironmentCancelInteractiveSetup, p.Config)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // The expectations were taken from the plugin's sanitizeSnapshotName run
@@ -85,7 +86,7 @@ func TestSetupSourceTemplate(t *testing.T) {
 	t.Parallel()
 	str := func(s string) *string { return &s }
 	img, snap := "base-image:1", "base-snap"
-	cfg := DriverConfig{Image: &img, Snapshot: &snap}
+	cfg := config.Driver{Image: &img, Snapshot: &snap}
 	tests := []struct {
 		ref, kind *string
 		image     *string

@@ -10,6 +10,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 const (
@@ -83,7 +84,7 @@ func TestEnsureStartedNeverStartsADeletedSandbox(t *testing.T) {
 	env, w, l := leaseOnEmulator(t, emulator.Options{})
 	ctx := t.Context()
 	cfgRaw := `{"apiKey":"` + env.APIKey + `","apiUrl":"` + env.APIURL + `","timeoutMs":60000}`
-	_, cfg, err := decodeConfig("environmentExecute", []byte(cfgRaw))
+	_, cfg, err := config.Decode("environmentExecute", []byte(cfgRaw))
 	require.NoError(t, err)
 	for _, state := range []daytona.SandboxState{daytona.StateDestroying, daytona.StateDestroyed} {
 		sc := scope{driverKey: "daytona", companyID: "c", environmentID: "e", providerLeaseID: l.id, config: cfg, apiKey: env.APIKey}

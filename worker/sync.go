@@ -19,6 +19,7 @@ import (
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
 	filesync "github.com/paperclipai/daytona-worker/sync"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 const (
@@ -59,11 +60,11 @@ func (w *Worker) runSync(ctx context.Context, raw json.RawMessage, in bool) (any
 	if p.Lease.ProviderLeaseID == nil || *p.Lease.ProviderLeaseID == "" {
 		return nil, errors.New(noLease)
 	}
-	_, cfg, err := decodeConfig(method, p.Config)
+	_, cfg, err := config.Decode(method, p.Config)
 	if err != nil {
 		return nil, err
 	}
-	remoteDir, ok := optionalString(p.Lease.Metadata["remoteCwd"])
+	remoteDir, ok := config.OptionalString(p.Lease.Metadata["remoteCwd"])
 	if !ok || remoteDir == "" {
 		return nil, errors.New(msgSyncNoRemoteDir)
 	}

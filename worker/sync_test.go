@@ -14,6 +14,7 @@ import (
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
 	filesync "github.com/paperclipai/daytona-worker/sync"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 const syncRemote = "/home/daytona/paperclip-workspace"
@@ -24,9 +25,9 @@ func writableDirsFor(t *testing.T, w *Worker, raw string) []string {
 	t.Helper()
 	var p protocol.SyncParams
 	require.NoError(t, json.Unmarshal([]byte(raw), &p))
-	rc, err := decodeRawConfig(p.Config)
+	rc, err := config.DecodeRaw(p.Config)
 	require.NoError(t, err)
-	sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, parseDriverConfig(rc))
+	sc, err := w.scopeFor(p.DriverBaseParams, *p.Lease.ProviderLeaseID, config.Parse(rc))
 	require.NoError(t, err)
 	return w.syncs.writableDirs(sc.key())
 }

@@ -11,11 +11,15 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 const (
 	// cancelStopSeconds caps the stop of a cancel-active-work release.
 	cancelStopSeconds = 30
+	// archiveOnReleaseAutoDelete is the auto-delete interval, in minutes,
+	// of a sandbox archived on release.
+	archiveOnReleaseAutoDelete = 60
 )
 
 // settledStates are the states a sandbox rests in between transitions.
@@ -52,7 +56,7 @@ func (w *Worker) beginTeardown(sc scope) *teardown {
 // (nil when it no longer exists). The handle is evicted: a teardown works on
 // the provider's state, and nothing may reuse the handle after it. The
 // caller must call t.end().
-func (w *Worker) openTeardown(ctx context.Context, p teardownParams, cfg DriverConfig) (*teardown, *leaseSandbox, error) {
+func (w *Worker) openTeardown(ctx context.Context, p teardownParams, cfg config.Driver) (*teardown, *leaseSandbox, error) {
 	sc, err := w.scopeFor(p.DriverBaseParams, *p.ProviderLeaseID, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -103,7 +107,7 @@ func (p teardownParams) echo(res any) any {
 // false) means there is nothing to tear down, and is checked before the
 // config is read (noLease); any other that is not a string is used as it is
 // (leaseIDValue); cancelActiveWork is tested for truthiness.
-func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (p teardownParams, cfg DriverConfig, noLease bool, err error) {
+func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (p teardownParams, cfg config.Driver, noLease bool, err error) {
 	err = decodeDriverParams(method, raw, &p.ReleaseLeaseParams, func(obj map[string]json.RawMessage) error {
 		keyOnlyBase(obj)
 		falsyAsNull(obj, "providerLeaseId")
@@ -119,7 +123,7 @@ func (w *Worker) decodeTeardown(method string, raw json.RawMessage) (p teardownP
 	if p.ProviderLeaseID == nil {
 		return p, cfg, true, nil
 	}
-	_, cfg, err = decodeConfig(method, p.Config)
+	_, cfg, err = config.Decode(method, p.Config)
 	return p, cfg, false, err
 }
 
@@ -223,7 +227,7 @@ func (w *Worker) stopLease(ctx context.Context, raw json.RawMessage) (res any, e
 	return w.stopRetained(ctx, p, cfg)
 }
 
-func (w *Worker) stopRetained(ctx context.Context, p teardownParams, cfg DriverConfig) (any, error) {
+func (w *Worker) stopRetained(ctx context.Context, p teardownParams, cfg config.Driver) (any, error) {
 	t, s, err := w.openTeardown(ctx, p, cfg)
 	if err != nil {
 		return nil, err
@@ -307,12 +311,12 @@ func (w *Worker) teardownSession(ctx context.Context, s *leaseSandbox) error {
 func (t *teardown) terminateBound() time.Duration {
 	ms := t.sc.config.TimeoutMs
 	if ms <= 0 {
-		ms = defaultTimeoutMs
+		ms = config.DefaultTimeoutMs
 	}
 	return daytona.SaturatingAdd(daytona.MillisecondsDuration(ms), startBoundMargin)
 }
 
-func (t *teardown) stop(ctx context.Context, s *leaseSandbox, cfg DriverConfig) error {
+func (t *teardown) stop(ctx context.Context, s *leaseSandbox, cfg config.Driver) error {
 	secs := time.Duration(timeoutSeconds(cfg.TimeoutMs)) * time.Second
 	_, err := withBound(ctx, "sandbox.stop", t.terminateBound(), func(ctx context.Context) (*daytona.Sandbox, error) {
 		return s.client.StopAndWait(ctx, s.id(), nil, secs)
@@ -320,7 +324,7 @@ func (t *teardown) stop(ctx context.Context, s *leaseSandbox, cfg DriverConfig) 
 	return err
 }
 
-func (t *teardown) stopAndArchive(ctx context.Context, s *leaseSandbox, cfg DriverConfig) error {
+func (t *teardown) stopAndArchive(ctx context.Context, s *leaseSandbox, cfg config.Driver) error {
 	if s.state() != daytona.StateStopped {
 		if err := t.stop(ctx, s, cfg); err != nil {
 			return err
@@ -356,7 +360,7 @@ func (t *teardown) controlBound() time.Duration {
 }
 
 // delete deletes the sandbox and waits until Daytona confirms it is gone.
-func (t *teardown) delete(ctx context.Context, s *leaseSandbox, cfg DriverConfig) (any, error) {
+func (t *teardown) delete(ctx context.Context, s *leaseSandbox, cfg config.Driver) (any, error) {
 	secs := time.Duration(timeoutSeconds(cfg.TimeoutMs)) * time.Second
 	_, err := withBound(ctx, "sandbox.delete", t.terminateBound(), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, deleteSandbox(ctx, s.client, s.id(), true, secs)
@@ -446,7 +450,7 @@ func gone(err error, id string) (any, error) {
 // cleanupFailedCreate deletes the sandbox of an acquisition whose outcome
 // was unknown, found by the attempt's name or observed id, and only if it
 // carries the attempt's labels. Nothing found means nothing to clean up.
-func (w *Worker) cleanupFailedCreate(ctx context.Context, p protocol.ReleaseLeaseParams, cfg DriverConfig, pending map[string]any) (any, error) {
+func (w *Worker) cleanupFailedCreate(ctx context.Context, p protocol.ReleaseLeaseParams, cfg config.Driver, pending map[string]any) (any, error) {
 	client, account, err := w.client(cfg)
 	if err != nil {
 		return nil, err

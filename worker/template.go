@@ -12,6 +12,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/internal/js"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 const (
@@ -108,7 +109,7 @@ func (w *Worker) captureTemplate(ctx context.Context, raw json.RawMessage) (any,
 	if err != nil {
 		return nil, err
 	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentCaptureTemplate, p.Config)
+	_, cfg, err := config.Decode(protocol.MethodEnvironmentCaptureTemplate, p.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +409,7 @@ func (w *Worker) deleteTemplate(ctx context.Context, raw json.RawMessage) (any, 
 	case kind != protocol.TemplateKindSnapshot:
 		return nil, errDeleteTemplateKind(kind)
 	}
-	_, cfg, err := decodeConfig(protocol.MethodEnvironmentDeleteTemplate, p.Config)
+	_, cfg, err := config.Decode(protocol.MethodEnvironmentDeleteTemplate, p.Config)
 	if err != nil {
 		return nil, err
 	}

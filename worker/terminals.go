@@ -15,6 +15,7 @@ import (
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/pty"
 	"github.com/paperclipai/daytona-worker/rpc"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // The plugin's messages for an open whose lease no sandbox resolves.
@@ -201,7 +202,7 @@ func (w *Worker) terminalClients() []*daytona.Client {
 	if key == "" {
 		return out
 	}
-	var cfg DriverConfig // the endpoint the SDK reads from the environment
+	var cfg config.Driver // the endpoint the SDK reads from the environment
 	c, err := w.clientFor(cfg, key, accountFingerprint(cfg, key))
 	if err != nil {
 		return out

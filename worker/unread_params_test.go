@@ -10,6 +10,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/protocol"
+	"github.com/paperclipai/daytona-worker/worker/config"
 )
 
 // Members the plugin never reads cannot fail a call, whatever their type:
@@ -65,7 +66,7 @@ func TestMembersThePluginDoesNotReadCannotFailACall(t *testing.T) {
 	for _, tc := range []struct{ members, want string }{
 		{`"companyId":5,"environmentId":"e","config":` + cfg, "params.companyId must be a string, not a JSON number"},
 		{`"companyId":"c","environmentId":{},"config":` + cfg, "params.environmentId must be a string, not a JSON object"},
-		{`"companyId":5,"config":{"cpu":2}`, msgRuntimeResourcesNeedImage},
+		{`"companyId":5,"config":{"cpu":2}`, config.MsgRuntimeResourcesNeedImage},
 	} {
 		m, err = call(protocol.MethodEnvironmentProbe, `{`+tc.members+`}`)
 		require.NoError(t, err, tc.members)

@@ -18,6 +18,7 @@ import (
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/pty"
 	"github.com/paperclipai/daytona-worker/rpc"
+	"github.com/paperclipai/daytona-worker/worker/output"
 )
 
 // Messages the official runtime and the Daytona plugin use verbatim.
@@ -44,14 +45,14 @@ type Options struct {
 	// (see daytona.RequestQueue); zero: daytona.DefaultMaxRequestsPerHost.
 	MaxRequestsPerHost int
 	// MaxMessageChars is the longest line the host reads, in UTF-16 code
-	// units; zero: DefaultMaxMessageChars, the host's own limit. An
+	// units; zero: output.DefaultMaxMessageChars, the host's own limit. An
 	// execute result that would be longer carries the start and the end of
-	// its output (see fitOutputs).
+	// its output (see output.Result).
 	MaxMessageChars int64
 	// MaxStreamedChars is the most of one execute's output, in UTF-16
 	// units, the host takes in execute.log notifications; zero:
-	// DefaultMaxStreamedChars, the host's own. The worker sends no chunk
-	// the host would drop for it (see logCap).
+	// output.DefaultMaxStreamedChars, the host's own. The worker sends no
+	// chunk the host would drop for it (see output.Limits).
 	MaxStreamedChars int64
 	// Timing moves the execute path's internal waits (tests shorten them);
 	// the zero value keeps the defaults. The staleness of a cached sandbox
@@ -69,8 +70,9 @@ type Worker struct {
 	newID  func() string
 	timing Timing
 
-	maxMessageChars  int64 // see Options.MaxMessageChars
-	maxStreamedChars int64 // see Options.MaxStreamedChars
+	// limits are the host's bounds an execute's output keeps to
+	// (Options.MaxMessageChars and MaxStreamedChars, defaults filled in).
+	limits output.Limits
 
 	clients   clients
 	leases    *leases
@@ -108,9 +110,16 @@ func New(host Host, opts Options) *Worker {
 	if opts.NewID == nil {
 		opts.NewID = uuid.NewString
 	}
+	limits := output.Limits{Result: opts.MaxMessageChars, Streamed: opts.MaxStreamedChars}
+	if limits.Result <= 0 {
+		limits.Result = output.DefaultMaxMessageChars
+	}
+	if limits.Streamed == 0 {
+		limits.Streamed = output.DefaultMaxStreamedChars
+	}
 	w := &Worker{
 		host: host, log: opts.Logger, env: opts.Getenv, now: opts.Now, newID: opts.NewID, timing: opts.Timing.withDefaults(),
-		maxMessageChars: opts.MaxMessageChars, maxStreamedChars: opts.MaxStreamedChars,
+		limits:    limits,
 		clients:   clients{httpClient: opts.HTTPClient, queue: daytona.NewRequestQueue(opts.MaxRequestsPerHost), byAccount: map[string]*daytona.Client{}},
 		leases:    newLeases(opts.Now),
 		reapers:   newReapers(),
@@ -120,23 +129,6 @@ func New(host Host, opts Options) *Worker {
 	}
 	w.ptys = pty.New(pty.Options{Sink: terminalSink{host: host}, NewID: opts.NewID, Logger: opts.Logger, ErrorText: errText})
 	return w
-}
-
-// lineLimit is the longest line the host reads (Options.MaxMessageChars).
-func (w *Worker) lineLimit() int64 {
-	if w.maxMessageChars > 0 {
-		return w.maxMessageChars
-	}
-	return DefaultMaxMessageChars
-}
-
-// relayLimits are the host's bounds an execute's relay keeps to.
-func (w *Worker) relayLimits() relayLimits {
-	streamed := w.maxStreamedChars
-	if streamed == 0 {
-		streamed = DefaultMaxStreamedChars
-	}
-	return relayLimits{result: w.lineLimit(), streamed: streamed}
 }
 
 // Handle implements rpc.Handler: it routes one request to its method.

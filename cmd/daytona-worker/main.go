@@ -26,6 +26,7 @@ import (
 	"github.com/paperclipai/daytona-worker/internal/transcript"
 	"github.com/paperclipai/daytona-worker/rpc"
 	"github.com/paperclipai/daytona-worker/worker"
+	"github.com/paperclipai/daytona-worker/worker/output"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -116,7 +117,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	recordPath := flags.String("record", "", "")
 	cpuProfile := flags.String("cpuprofile", "", "")
 	perHost := flags.Int("max-requests-per-host", daytona.DefaultMaxRequestsPerHost, "")
-	maxMessageChars := flags.String("max-message-chars", envOr("DAYTONA_WORKER_MAX_MESSAGE_CHARS", strconv.Itoa(worker.DefaultMaxMessageChars)), "")
+	maxMessageChars := flags.String("max-message-chars", envOr("DAYTONA_WORKER_MAX_MESSAGE_CHARS", strconv.Itoa(output.DefaultMaxMessageChars)), "")
 	showVersion := flags.Bool("version", false, "")
 	showHelp := flags.Bool("help", false, "")
 	flags.BoolVar(showHelp, "h", false, "")

@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"encoding/binary"
@@ -20,7 +20,7 @@ import (
 // count of such bytes is a lower bound of what the stream takes. Past the
 // whole limit in that bound, no budget lets the stream fit.
 
-// middleTrim is a blockBuffer's state for dropping its middle. The dropped
+// middleTrim is a Buffer's state for dropping its middle. The dropped
 // blocks are a run [from, to) of b.blocks, each left nil, holding bytes
 // bytes in all; the kept start is the blocks before from, the kept end
 // those from to on.
@@ -33,11 +33,11 @@ type middleTrim struct {
 }
 
 // holed reports whether part of the output was dropped.
-func (b *blockBuffer) holed() bool { return b.trim.to > b.trim.from }
+func (b *Buffer) holed() bool { return b.trim.to > b.trim.from }
 
 // holeSpan returns the offsets of the first byte dropped and of the first
 // byte kept after the hole.
-func (b *blockBuffer) holeSpan() (start, end int64) {
+func (b *Buffer) holeSpan() (start, end int64) {
 	for _, blk := range b.blocks[:b.trim.from] {
 		start += int64(len(blk))
 	}
@@ -72,7 +72,7 @@ func lowUnits(p []byte) int64 {
 // not to fit. A cursor left at the end of a block it drops moves to the
 // start of the next: the dropped block is nil, and its end offset would
 // point past it. Call it with whatever serialises Write.
-func (b *blockBuffer) trimMiddle(sent *blockCursor, limit int64) {
+func (b *Buffer) trimMiddle(sent *blockCursor, limit int64) {
 	if limit <= 0 || b.n <= limit {
 		return // not even the bytes reach the limit
 	}

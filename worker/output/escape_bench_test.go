@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ func BenchmarkResultJSON(b *testing.B) {
 	}
 	for _, mapped := range []bool{true, false} {
 		b.Run(map[bool]string{true: "mapped", false: "searched"}[mapped], func(b *testing.B) {
-			var buf blockBuffer
+			var buf Buffer
 			buf.Write(out.Bytes())
 			if mapped {
 				var c blockCursor

@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"bytes"
@@ -18,10 +18,10 @@ import (
 // JSON text (what the host's line length counts, once per character).
 func jsUnits(s string) int64 { return int64(js.Length(s)) }
 
-// splitBlocks holds p in a blockBuffer whose blocks end at random places
+// splitBlocks holds p in a Buffer whose blocks end at random places
 // (runes cut across blocks included).
-func splitBlocks(rng *rand.Rand, p []byte) *blockBuffer {
-	b := &blockBuffer{n: int64(len(p))}
+func splitBlocks(rng *rand.Rand, p []byte) *Buffer {
+	b := &Buffer{n: int64(len(p))}
 	for len(p) > 0 {
 		n := min(1+rng.IntN(9), len(p))
 		if rng.IntN(4) == 0 {
@@ -48,7 +48,7 @@ func randomOutput(rng *rand.Rand, pieces int) []byte {
 	return b.Bytes()
 }
 
-func encodeCut(t *testing.T, b *blockBuffer, cut outputCut) string {
+func encodeCut(t *testing.T, b *Buffer, cut outputCut) string {
 	t.Helper()
 	var out bytes.Buffer
 	require.NoError(t, b.writeJSONCut(&out, cut))
@@ -75,14 +75,14 @@ func TestMaxJSONUnitsUsesTheEscapeMap(t *testing.T) {
 	// output's size, not six times it, so no output the host can take is
 	// read again just to be measured.
 	line := strings.Repeat("a", 999) + "\n"
-	b := &blockBuffer{}
+	b := &Buffer{}
 	_, _ = b.Write([]byte(strings.Repeat(line, 1000)))
 	e := jsonStringWriter{w: &bytes.Buffer{}, m: &b.escapes}
 	require.NoError(t, e.write(b.blocks[0]))
 	assert.Equal(t, int64(2+999*1000+6*1000), b.maxJSONUnits())
 	assert.Equal(t, int64(2+999*1000+2*1000), b.jsonUnits())
 	// Without a map every byte may take six.
-	assert.Equal(t, int64(2+6*len(line)), textBuffer(line).maxJSONUnits())
+	assert.Equal(t, int64(2+6*len(line)), Text(line).maxJSONUnits())
 }
 
 func TestFitOutputsKeepsTheStartAndTheEnd(t *testing.T) {

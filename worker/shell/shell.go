@@ -1,6 +1,10 @@
-package worker
+// Package shell builds the login-shell command line the plugin runs a
+// command with, byte for byte: the profiles sourced, the caller's env in
+// the order sent over git's non-interactive defaults, every word quoted.
+package shell
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,32 +15,31 @@ import (
 	"github.com/paperclipai/daytona-worker/internal/js"
 )
 
-// envVar is one caller environment entry, in the order the host sent it.
-type envVar struct {
-	key   string
-	value string
-	ok    bool // the value was a JSON string; others are dropped, as in the plugin
+// Var is one caller environment entry, in the order the host sent it.
+type Var struct {
+	Key   string
+	Value string
+	Set   bool // the value was a JSON string; others are dropped, as in the plugin
 }
 
-// orderedEnv decodes the env member as the plugin reads it, keeping member
+// Env decodes the env member as the plugin reads it, keeping member
 // order, because the plugin builds its `env K=V …` line in insertion order.
 // It takes `env ?? {}` and Object.keys of it: a string or an array has its
 // indices as keys ("0", "1", …, which no variable name can be), a number or
 // a boolean none; an object's keys come in JavaScript's order.
-func orderedEnv(raw json.RawMessage) ([]envVar, error) {
-	switch jsonKindOf(raw) {
-	case "", "null", "number", "bool":
-		return nil, nil
+func Env(raw json.RawMessage) ([]Var, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil // absent
 	}
 	v, ok := js.Decode(raw)
 	if !ok {
 		return nil, errors.New("params.env is not JSON")
 	}
-	var out []envVar
+	var out []Var // null, a number or a boolean: no keys
 	indices := func(n int) {
-		out = make([]envVar, n)
+		out = make([]Var, n)
 		for i := range out {
-			out[i] = envVar{key: strconv.Itoa(i)}
+			out[i] = Var{Key: strconv.Itoa(i)}
 		}
 	}
 	switch v := v.(type) {
@@ -48,7 +51,7 @@ func orderedEnv(raw json.RawMessage) ([]envVar, error) {
 		for _, k := range v.Keys() {
 			x, _ := v.Get(k)
 			s, isString := x.(string)
-			out = append(out, envVar{key: k, value: s, ok: isString})
+			out = append(out, Var{Key: k, Value: s, Set: isString})
 		}
 	}
 	return out, nil
@@ -67,12 +70,12 @@ func isShellEnvKey(s string) bool {
 
 // nonInteractiveGitEnv keeps git and ssh from ever waiting on a prompt; the
 // caller's env overrides any of them.
-var nonInteractiveGitEnv = []envVar{
-	{key: "GIT_TERMINAL_PROMPT", value: "0", ok: true},
-	{key: "GCM_INTERACTIVE", value: "Never", ok: true},
-	{key: "GIT_ASKPASS", value: "echo", ok: true},
-	{key: "SSH_ASKPASS", value: "echo", ok: true},
-	{key: "SSH_ASKPASS_REQUIRE", value: "force", ok: true},
+var nonInteractiveGitEnv = []Var{
+	{Key: "GIT_TERMINAL_PROMPT", Value: "0", Set: true},
+	{Key: "GCM_INTERACTIVE", Value: "Never", Set: true},
+	{Key: "GIT_ASKPASS", Value: "echo", Set: true},
+	{Key: "SSH_ASKPASS", Value: "echo", Set: true},
+	{Key: "SSH_ASKPASS_REQUIRE", Value: "force", Set: true},
 }
 
 // profileLines source the login profiles the way the plugin does: the
@@ -85,20 +88,20 @@ var profileLines = []string{
 	`if [ -f "$HOME/.zprofile" ]; then . "$HOME/.zprofile" >/dev/null 2>&1 || true; fi`,
 }
 
-// loginShellScript is the plugin's buildLoginShellScript, byte for byte: the
+// LoginScript is the plugin's buildLoginShellScript, byte for byte: the
 // profile lines, a cd to the quoted cwd, then `env K='v' … 'cmd' 'arg'…`
 // with stdin redirected from a file, all joined by " && ".
-func loginShellScript(command string, args []string, cwd string, env []envVar, stdinPath string) (string, error) {
+func LoginScript(command string, args []string, cwd string, env []Var, stdinPath string) (string, error) {
 	for _, e := range env {
-		if !isShellEnvKey(e.key) {
-			return "", fmt.Errorf("Invalid sandbox environment variable key: %s", e.key)
+		if !isShellEnvKey(e.Key) {
+			return "", fmt.Errorf("Invalid sandbox environment variable key: %s", e.Key)
 		}
 	}
-	merged := append([]envVar(nil), nonInteractiveGitEnv...)
+	merged := append([]Var(nil), nonInteractiveGitEnv...)
 	for _, e := range env {
 		replaced := false
 		for i := range merged {
-			if merged[i].key == e.key {
+			if merged[i].Key == e.Key {
 				merged[i] = e
 				replaced = true
 				break
@@ -110,18 +113,18 @@ func loginShellScript(command string, args []string, cwd string, env []envVar, s
 	}
 	var envArgs []string
 	for _, e := range merged {
-		if e.ok {
-			envArgs = append(envArgs, e.key+"="+shellQuote(e.value))
+		if e.Set {
+			envArgs = append(envArgs, e.Key+"="+Quote(e.Value))
 		}
 	}
 	parts := make([]string, 0, len(args)+1)
-	parts = append(parts, shellQuote(command))
+	parts = append(parts, Quote(command))
 	for _, a := range args {
-		parts = append(parts, shellQuote(a))
+		parts = append(parts, Quote(a))
 	}
 	cmd := strings.Join(parts, " ")
 	if stdinPath != "" {
-		cmd += " < " + shellQuote(stdinPath)
+		cmd += " < " + Quote(stdinPath)
 	}
 	final := cmd
 	if len(envArgs) > 0 {
@@ -129,18 +132,24 @@ func loginShellScript(command string, args []string, cwd string, env []envVar, s
 	}
 	lines := append([]string(nil), profileLines...)
 	if cwd != "" {
-		lines = append(lines, "cd "+shellQuote(cwd))
+		lines = append(lines, "cd "+Quote(cwd))
 	}
 	lines = append(lines, final)
 	return strings.Join(lines, " && "), nil
 }
 
+// Quote is the plugin's shellQuote: single quotes, with each embedded quote
+// written as '"'"'.
+func Quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
 var gitNetworkSubcommands = map[string]bool{"push": true, "fetch": true, "pull": true, "ls-remote": true, "clone": true}
 
-// isGitNetworkCommand is the plugin's isGitNetworkCommand: git's first
+// IsGitNetworkCommand is the plugin's isGitNetworkCommand: git's first
 // positional argument (skipping -C/-c/--git-dir/--work-tree and their
 // values) is a network subcommand, or `remote update` / `submodule update`.
-func isGitNetworkCommand(command string, args []string) bool {
+func IsGitNetworkCommand(command string, args []string) bool {
 	if path.Base(command) != "git" {
 		return false
 	}

@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 // byteOrderMark is U+FEFF, ZERO WIDTH NO-BREAK SPACE, in UTF-8.
 const byteOrderMark = "\ufeff"
 
-// markDropper passes one stream of a session command's log on without the
+// MarkDropper passes one stream of a session command's log on without the
 // byte-order mark that begins it, as the plugin's log stream does: the SDK
 // decodes each stream with its own streaming TextDecoder, which (ignoreBOM
 // false) drops U+FEFF when it is the stream's first character and only
@@ -18,8 +18,8 @@ const byteOrderMark = "\ufeff"
 // that is not one (U+FFFD for a stray byte included), is passed on.
 //
 // Writes come from one goroutine at a time (the log stream's reader).
-type markDropper struct {
-	w io.Writer
+type MarkDropper struct {
+	w io.Writer // set by NewMarkDropper
 	// held is the start of the stream while it may still become the mark
 	// (at most two bytes of it).
 	held    []byte
@@ -28,7 +28,10 @@ type markDropper struct {
 	dropped bool
 }
 
-func (d *markDropper) Write(p []byte) (int, error) {
+// NewMarkDropper passes one stream on to w.
+func NewMarkDropper(w io.Writer) *MarkDropper { return &MarkDropper{w: w} }
+
+func (d *MarkDropper) Write(p []byte) (int, error) {
 	if d.decided {
 		return d.w.Write(p)
 	}
@@ -53,18 +56,18 @@ func (d *markDropper) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// flush passes on what is held at the end of the stream: a start of the
+// Flush passes on what is held at the end of the stream: a start of the
 // mark that never completed, which stays the bytes it is.
-func (d *markDropper) flush() {
+func (d *MarkDropper) Flush() {
 	if len(d.held) > 0 {
 		_, _ = d.w.Write(d.held)
 	}
 	d.held, d.decided = nil, true
 }
 
-// trimDropped removes from a snapshot of the stream's whole log the mark
+// TrimDropped removes from a snapshot of the stream's whole log the mark
 // the stream dropped, so that it lines up with what was relayed.
-func (d *markDropper) trimDropped(snapshot string) string {
+func (d *MarkDropper) TrimDropped(snapshot string) string {
 	if d.dropped {
 		return strings.TrimPrefix(snapshot, byteOrderMark)
 	}

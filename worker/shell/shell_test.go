@@ -1,4 +1,4 @@
-package worker
+package shell
 
 import (
 	"encoding/json"
@@ -42,9 +42,9 @@ func TestLoginShellScriptIsTheReferenceScript(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env, err := orderedEnv(json.RawMessage(tt.env))
+			env, err := Env(json.RawMessage(tt.env))
 			require.NoError(t, err)
-			got, err := loginShellScript(tt.command, tt.args, tt.cwd, env, tt.stdin)
+			got, err := LoginScript(tt.command, tt.args, tt.cwd, env, tt.stdin)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
@@ -54,32 +54,32 @@ func TestLoginShellScriptIsTheReferenceScript(t *testing.T) {
 func TestLoginShellScriptRejectsInvalidEnvKeys(t *testing.T) {
 	t.Parallel()
 	for _, key := range []string{"BAD-KEY", "1X", "", "A B", "ü"} {
-		env := []envVar{{key: key, value: "v", ok: true}}
-		_, err := loginShellScript("true", nil, "", env, "")
+		env := []Var{{Key: key, Value: "v", Set: true}}
+		_, err := LoginScript("true", nil, "", env, "")
 		assert.EqualError(t, err, "Invalid sandbox environment variable key: "+key)
 	}
 }
 
 func TestOrderedEnvKeepsFirstPositionOfRepeatedKeys(t *testing.T) {
 	t.Parallel()
-	env, err := orderedEnv(json.RawMessage(`{"A":"1","B":"2","A":"3"}`))
+	env, err := Env(json.RawMessage(`{"A":"1","B":"2","A":"3"}`))
 	require.NoError(t, err)
-	assert.Equal(t, []envVar{{key: "A", value: "3", ok: true}, {key: "B", value: "2", ok: true}}, env)
+	assert.Equal(t, []Var{{Key: "A", Value: "3", Set: true}, {Key: "B", Value: "2", Set: true}}, env)
 	// Object.keys of an array or a string lists its indices; of a number,
 	// nothing. An object lists its index keys first.
-	env, err = orderedEnv(json.RawMessage(`["A","B"]`))
+	env, err = Env(json.RawMessage(`["A","B"]`))
 	require.NoError(t, err)
-	assert.Equal(t, []envVar{{key: "0"}, {key: "1"}}, env)
-	env, err = orderedEnv(json.RawMessage(`"é😀"`))
+	assert.Equal(t, []Var{{Key: "0"}, {Key: "1"}}, env)
+	env, err = Env(json.RawMessage(`"é😀"`))
 	require.NoError(t, err)
 	assert.Len(t, env, 3, "UTF-16 code units")
-	env, err = orderedEnv(json.RawMessage(`7`))
+	env, err = Env(json.RawMessage(`7`))
 	require.NoError(t, err)
 	assert.Empty(t, env)
-	env, err = orderedEnv(json.RawMessage(`{"-x":"1","10":"2","9":"3"}`))
+	env, err = Env(json.RawMessage(`{"-x":"1","10":"2","9":"3"}`))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"9", "10", "-x"}, []string{env[0].key, env[1].key, env[2].key})
-	_, err = loginShellScript("true", nil, "", env, "")
+	assert.Equal(t, []string{"9", "10", "-x"}, []string{env[0].Key, env[1].Key, env[2].Key})
+	_, err = LoginScript("true", nil, "", env, "")
 	assert.EqualError(t, err, "Invalid sandbox environment variable key: 9")
 }
 
@@ -106,12 +106,12 @@ func TestIsGitNetworkCommand(t *testing.T) {
 		{"bash", []string{"-c", "git push"}, false},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, isGitNetworkCommand(tt.command, tt.args), "%s %v", tt.command, tt.args)
+		assert.Equal(t, tt.want, IsGitNetworkCommand(tt.command, tt.args), "%s %v", tt.command, tt.args)
 	}
 }
 
-// The hand-written matchers agree with the patterns they replace.
-func TestNameMatchersAgreeWithTheirPatterns(t *testing.T) {
+// The hand-written matcher agrees with the pattern it replaces.
+func TestEnvKeyMatcherAgreesWithItsPattern(t *testing.T) {
 	t.Parallel()
 	inputs := []string{"", "a", "A", "_", "0", "a0", "_9", "9a", "a-b", "a.b", "a+b", "A_B", "x y", "é", "a\x00",
 		"ab@", "[x", "`", "{", "http", "HTTPS", "git+ssh", "ws.x", "-a", "+a", ".a", "aZ09_", "Z", "z"}
@@ -119,9 +119,7 @@ func TestNameMatchersAgreeWithTheirPatterns(t *testing.T) {
 		inputs = append(inputs, string(rune(i)), "a"+string([]byte{byte(i)}), string([]byte{byte(i)}))
 	}
 	envKey := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	scheme := regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.\-]*$`)
 	for _, s := range inputs {
 		assert.Equal(t, envKey.MatchString(s), isShellEnvKey(s), "env key %q", s)
-		assert.Equal(t, scheme.MatchString(s), isURLScheme(s), "URL scheme %q", s)
 	}
 }

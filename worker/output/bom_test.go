@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"bytes"
@@ -30,18 +30,18 @@ func TestMarkDropperDropsOnlyTheMarkThatBeginsTheStream(t *testing.T) {
 		for cut1 := 0; cut1 <= len(tc.in); cut1++ {
 			for cut2 := cut1; cut2 <= len(tc.in); cut2++ {
 				var out bytes.Buffer
-				d := &markDropper{w: &out}
+				d := &MarkDropper{w: &out}
 				for _, p := range []string{tc.in[:cut1], "", tc.in[cut1:cut2], tc.in[cut2:]} {
 					n, err := d.Write([]byte(p))
 					assert.NoError(t, err)
 					assert.Equal(t, len(p), n)
 				}
-				d.flush()
+				d.Flush()
 				assert.Equal(t, tc.want, out.String(), "%s, cut at %d and %d", tc.name, cut1, cut2)
 				assert.Equal(t, tc.dropped, d.dropped, tc.name)
 				// The logs endpoint's snapshot keeps the mark: trimmed, it
 				// lines up with what was passed on.
-				assert.Equal(t, tc.want, d.trimDropped(tc.in), tc.name)
+				assert.Equal(t, tc.want, d.TrimDropped(tc.in), tc.name)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"bytes"
@@ -42,12 +42,12 @@ func sparseText(n int, seed uint64) []byte {
 	return out[:n]
 }
 
-// relayedResult writes data into a blockBuffer in pieces of writeStep, has
+// relayedResult writes data into a Buffer in pieces of writeStep, has
 // the notifications' encoding see it in pieces of notifyStep (mapping it),
 // and returns the result's JSON string and the buffer.
-func relayedResult(t *testing.T, data []byte, writeStep, notifyStep int) (string, *blockBuffer) {
+func relayedResult(t *testing.T, data []byte, writeStep, notifyStep int) (string, *Buffer) {
 	t.Helper()
-	b := &blockBuffer{}
+	b := &Buffer{}
 	for p := data; len(p) > 0; {
 		n := min(writeStep, len(p))
 		b.Write(p[:n])
@@ -127,7 +127,7 @@ func TestEscapeMapDroppedWhenDenseOrIncomplete(t *testing.T) {
 	assert.Nil(t, b.escapes.runs, "and its memory goes")
 
 	data := sparseText(200_000, 9)
-	b = &blockBuffer{}
+	b = &Buffer{}
 	b.Write(data)
 	var c blockCursor
 	var scratch []byte
@@ -165,8 +165,8 @@ func TestRelayResultReusesNotificationsEscapes(t *testing.T) {
 			t.Parallel()
 			data := sparseText(3<<20, 3)
 			var joined strings.Builder
-			var r *logRelay
-			r = newLogNotifier(relayLimits{}, func(params any) error {
+			var r *Relay
+			r = NewRelay(Limits{}, func(params any) error {
 				c := params.(*logChunk)
 				if failing && c.at > 0 && !r.out[0].escapes.dropped {
 					// The host's pipe breaks part way through this one; the
@@ -186,10 +186,10 @@ func TestRelayResultReusesNotificationsEscapes(t *testing.T) {
 			})
 			for p := data; len(p) > 0; {
 				n := min(len(p), 7919)
-				_, _ = r.stream(0).Write(p[:n])
+				_, _ = r.Stream(0).Write(p[:n])
 				p = p[n:]
 			}
-			r.close()
+			r.Close()
 			var want string
 			require.NoError(t, json.Unmarshal([]byte(stdJSON(data)), &want))
 			assert.Equal(t, want, joined.String())

@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"bytes"
@@ -19,9 +19,9 @@ import (
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
-// encodeBlocks writes data through a blockBuffer fed in pieces of size step.
+// encodeBlocks writes data through a Buffer fed in pieces of size step.
 func encodeBlocks(t testing.TB, data []byte, step int) string {
-	var b blockBuffer
+	var b Buffer
 	for len(data) > 0 {
 		n := min(step, len(data))
 		b.Write(data[:n])
@@ -98,6 +98,18 @@ func TestIncompleteTail(t *testing.T) {
 }
 
 // recorder collects relayed notifications.
+// newStringRelay relays to send, one string per chunk.
+func newStringRelay(send func(stream, chunk string) error) *Relay {
+	return startLogRelay(func(stream int, chunk [][]byte) error {
+		var b strings.Builder
+		b.Grow(runLen(chunk))
+		for _, p := range chunk {
+			b.Write(p)
+		}
+		return send(StreamName(stream), b.String())
+	})
+}
+
 type recorder struct {
 	mu     sync.Mutex
 	chunks []struct{ stream, chunk string }
@@ -123,8 +135,8 @@ func (r *recorder) joined(stream string) string {
 func TestRelayForwardsEveryByteOnceOnRuneBoundaries(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	r := newLogRelay(rec.send)
-	out, errw := r.stream(0), r.stream(1)
+	r := newStringRelay(rec.send)
+	out, errw := r.Stream(0), r.Stream(1)
 	text := strings.Repeat("line ü日🙂\n", 150_000) // multi-byte runes, ~2.7 MB
 	data := []byte(text)
 	// Feed in odd-sized pieces so runes are split across writes.
@@ -136,7 +148,7 @@ func TestRelayForwardsEveryByteOnceOnRuneBoundaries(t *testing.T) {
 			_, _ = errw.Write([]byte("e"))
 		}
 	}
-	r.close()
+	r.Close()
 	assert.Equal(t, text, rec.joined("stdout"))
 	assert.Equal(t, r.out[0].String(), text, "the result holds the same bytes")
 	assert.Equal(t, int(r.out[1].Len()), len(rec.joined("stderr")))
@@ -150,11 +162,11 @@ func TestRelayForwardsEveryByteOnceOnRuneBoundaries(t *testing.T) {
 func TestRelayKeepsStreamOrderAndFlushesATrailingPartialRune(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	r := newLogRelay(rec.send)
-	_, _ = r.stream(0).Write([]byte("a"))
-	_, _ = r.stream(1).Write([]byte("b"))
-	_, _ = r.stream(0).Write([]byte("c\xe6\x97"))
-	r.close()
+	r := newStringRelay(rec.send)
+	_, _ = r.Stream(0).Write([]byte("a"))
+	_, _ = r.Stream(1).Write([]byte("b"))
+	_, _ = r.Stream(0).Write([]byte("c\xe6\x97"))
+	r.Close()
 	assert.Equal(t, "ac\xe6\x97", rec.joined("stdout"), "an incomplete rune at the end still goes out")
 	assert.Equal(t, "b", rec.joined("stderr"))
 }
@@ -164,7 +176,7 @@ func TestRelayAppliesBackpressure(t *testing.T) {
 	release := make(chan struct{})
 	var sent int
 	var mu sync.Mutex
-	r := newLogRelay(func(stream, chunk string) error {
+	r := newStringRelay(func(stream, chunk string) error {
 		<-release
 		mu.Lock()
 		sent += len(chunk)
@@ -179,7 +191,7 @@ func TestRelayAppliesBackpressure(t *testing.T) {
 		defer close(done)
 		block := bytes.Repeat([]byte("x"), 1<<20)
 		for i := 0; i < total>>20; i++ {
-			_, _ = r.stream(0).Write(block)
+			_, _ = r.Stream(0).Write(block)
 		}
 	}()
 	// With the sender stuck, the writer must stop once the pending bound is
@@ -196,7 +208,7 @@ func TestRelayAppliesBackpressure(t *testing.T) {
 	}
 	close(release)
 	<-done
-	r.close()
+	r.Close()
 	assert.Equal(t, total, sent)
 }
 
@@ -238,7 +250,7 @@ func TestRelayHoldsOutputOnceWhateverItsEscaping(t *testing.T) {
 	var mu sync.Mutex
 	var joined strings.Builder
 	chunks := 0
-	r := newLogNotifier(relayLimits{}, func(params any) error {
+	r := NewRelay(Limits{}, func(params any) error {
 		var buf bytes.Buffer
 		if err := params.(*logChunk).WriteJSON(&buf); err != nil {
 			return err
@@ -254,8 +266,8 @@ func TestRelayHoldsOutputOnceWhateverItsEscaping(t *testing.T) {
 		chunks++
 		return nil
 	})
-	_, _ = r.stream(0).Write(data)
-	r.close()
+	_, _ = r.Stream(0).Write(data)
+	r.Close()
 	assert.Equal(t, string(data), joined.String())
 	held := 0
 	for _, blk := range r.out[0].blocks {
@@ -291,10 +303,10 @@ func TestRelayWithoutOutputStartsNoSender(t *testing.T) {
 	t.Parallel()
 	delivered := 0
 	r := startLogRelay(func(int, [][]byte) error { delivered++; return nil })
-	r.close()
+	r.Close()
 	assert.False(t, r.sending)
 	assert.Zero(t, delivered)
-	_, _ = r.stream(0).Write([]byte("late")) // after close: kept, not sent
+	_, _ = r.Stream(0).Write([]byte("late")) // after close: kept, not sent
 	assert.Zero(t, delivered)
 	assert.EqualValues(t, 4, r.out[0].Len())
 }
@@ -303,7 +315,7 @@ func TestRelayWithoutOutputStartsNoSender(t *testing.T) {
 // byte for byte; no block is larger than outputBlockSize.
 func TestBlockBufferHoldsLargeOutputExactly(t *testing.T) {
 	t.Parallel()
-	var b blockBuffer
+	var b Buffer
 	var want bytes.Buffer
 	chunk := make([]byte, 100_003)
 	for i := 0; want.Len() < 8*outputBlockSize+12345; i++ {
@@ -403,7 +415,7 @@ func TestIllFormedUTF8ReplacedAsNodeDecodes(t *testing.T) {
 				assert.Equal(t, tt.want, got, "result of %q cut at %d, %d", tt.in, i, j)
 
 				var joined strings.Builder
-				r := newLogNotifier(relayLimits{}, func(params any) error {
+				r := NewRelay(Limits{}, func(params any) error {
 					var buf bytes.Buffer
 					require.NoError(t, params.(*logChunk).WriteJSON(&buf))
 					var got protocol.ExecuteLog
@@ -419,7 +431,7 @@ func TestIllFormedUTF8ReplacedAsNodeDecodes(t *testing.T) {
 				assert.Equal(t, tt.want, joined.String(), "execute.log of %q cut at %d, %d", tt.in, i, j)
 			}
 		}
-		var b blockBuffer
+		var b Buffer
 		b.Write(in)
 		var out bytes.Buffer
 		require.NoError(t, b.writeJSONString(&out))
@@ -439,7 +451,7 @@ func TestLogChunksFitALoweredLineLimit(t *testing.T) {
 	var mu sync.Mutex
 	var joined strings.Builder
 	longest := 0
-	r := newLogNotifier(relayLimits{result: limit}, func(params any) error {
+	r := NewRelay(Limits{Result: limit}, func(params any) error {
 		// The whole line as rpc writes it, with an invocation id.
 		var buf bytes.Buffer
 		buf.WriteString(`{"jsonrpc":"2.0","method":"execute.log","params":`)
@@ -458,8 +470,8 @@ func TestLogChunksFitALoweredLineLimit(t *testing.T) {
 		joined.WriteString(got.Params.Chunk)
 		return nil
 	})
-	_, _ = r.stream(0).Write(data)
-	r.close()
+	_, _ = r.Stream(0).Write(data)
+	r.Close()
 	assert.Equal(t, string(data), joined.String(), "all of it, in order")
 	assert.LessOrEqual(t, longest, limit, "no notification longer than the host reads")
 	assert.Equal(t, maxLogChunkBytes, chunkBytesFor(0), "the host's own limit keeps the chunk bound")

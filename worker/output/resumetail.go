@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"unicode/utf8"
@@ -23,11 +23,11 @@ const (
 	formPerByte
 )
 
-// unstreamedTail returns the part of the snapshot of stream that follows
+// UnstreamedTail returns the part of the snapshot of stream that follows
 // what the relay has collected of it, and false when the snapshot does not
 // begin with the collected output in any of its forms (then nothing in it
 // can be placed safely).
-func (r *logRelay) unstreamedTail(stream int, snapshot string) (string, bool) {
+func (r *Relay) UnstreamedTail(stream int, snapshot string) (string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	b := &r.out[stream]

@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ func (c outputCut) whole() bool { return c.note == "" && c.head == 0 && c.tail =
 // keeps its start and its end (an agent's output names its session at the
 // start and its result at the end), cut at line breaks where it can be, with
 // a note between them. limit is only quoted in that note.
-func fitOutputs(stdout, stderr *blockBuffer, budget, limit int64) (outCut, errCut outputCut) {
+func fitOutputs(stdout, stderr *Buffer, budget, limit int64) (outCut, errCut outputCut) {
 	uo, ue := stdout.maxJSONUnits(), stderr.maxJSONUnits()
 	if uo+ue <= budget {
 		return outputCut{}, outputCut{}
@@ -95,7 +95,7 @@ func shareBudget(a, b, budget int64) (int64, int64) {
 // quotes included, without reading it: a byte JSON carries verbatim takes
 // at most one unit, any other at most six (\u0003), and the escape map says
 // how many of each the relay found.
-func (b *blockBuffer) maxJSONUnits() int64 {
+func (b *Buffer) maxJSONUnits() int64 {
 	if b.holed() {
 		return math.MaxInt64 / 4 // no longer known, and past any budget
 	}
@@ -107,7 +107,7 @@ func (b *blockBuffer) maxJSONUnits() int64 {
 // quotes included (the host measures a line in JavaScript characters). Of
 // an output whose middle was dropped it returns a lower bound, past the
 // limit the middle was dropped for.
-func (b *blockBuffer) jsonUnits() int64 {
+func (b *Buffer) jsonUnits() int64 {
 	if b.holed() {
 		return 2 + b.trim.lowSum
 	}
@@ -117,7 +117,7 @@ func (b *blockBuffer) jsonUnits() int64 {
 
 // cutTo plans a cut of the buffer, whose JSON string takes total units, so
 // that it takes at most allowance units with the note.
-func (b *blockBuffer) cutTo(allowance, total int64, stream string, limit int64) outputCut {
+func (b *Buffer) cutTo(allowance, total int64, stream string, limit int64) outputCut {
 	// The note's length with the most digits the count of bytes can have,
 	// and the line break it may need before it.
 	noteUnits := jsonTextUnits("\n" + cutNote(stream, 1<<62, limit))
@@ -172,7 +172,7 @@ func (b *blockBuffer) cutTo(allowance, total int64, stream string, limit int64) 
 // starts for it to take at most units: in the blocks kept after the hole,
 // which begin at from, on the first character that begins there (the hole
 // may have cut one).
-func (b *blockBuffer) tailFrom(from, units int64) int64 {
+func (b *Buffer) tailFrom(from, units int64) int64 {
 	c := b.cursorAt(from)
 	for k := 0; k < utf8.UTFMax-1 && from < b.n; k++ {
 		p := b.next(&c, 1)
@@ -211,7 +211,7 @@ func jsonTextUnits(s string) int64 {
 
 // writeJSONCut writes the buffer as one JSON string, as writeJSONString
 // does, keeping only what cut keeps.
-func (b *blockBuffer) writeJSONCut(w io.Writer, cut outputCut) error {
+func (b *Buffer) writeJSONCut(w io.Writer, cut outputCut) error {
 	if cut.whole() {
 		return b.writeJSONString(w)
 	}
@@ -230,7 +230,7 @@ func (b *blockBuffer) writeJSONCut(w io.Writer, cut outputCut) error {
 
 // writeRange escapes the bytes of b in [from, to), which start and end on
 // rune boundaries of the whole output.
-func (e *jsonStringWriter) writeRange(b *blockBuffer, from, to int64) error {
+func (e *jsonStringWriter) writeRange(b *Buffer, from, to int64) error {
 	c := b.cursorAt(from)
 	for n := to - from; n > 0; {
 		p := b.next(&c, int(min(n, 1<<30)))
@@ -247,7 +247,7 @@ func (e *jsonStringWriter) writeRange(b *blockBuffer, from, to int64) error {
 
 // cursorAt returns the cursor at byte offset off (an offset in a dropped
 // middle: the first byte kept after it).
-func (b *blockBuffer) cursorAt(off int64) blockCursor {
+func (b *Buffer) cursorAt(off int64) blockCursor {
 	for i, blk := range b.blocks {
 		if i == b.trim.from && b.holed() {
 			if off < b.trim.bytes {
@@ -264,7 +264,7 @@ func (b *blockBuffer) cursorAt(off int64) blockCursor {
 }
 
 // lastIndexByte returns the offset of the last c in [from, to), or -1.
-func (b *blockBuffer) lastIndexByte(c byte, from, to int64) int64 {
+func (b *Buffer) lastIndexByte(c byte, from, to int64) int64 {
 	found := int64(-1)
 	cur := b.cursorAt(from)
 	for at := from; at < to; {
@@ -281,7 +281,7 @@ func (b *blockBuffer) lastIndexByte(c byte, from, to int64) int64 {
 }
 
 // indexByte returns the offset of the first c in [from, to), or -1.
-func (b *blockBuffer) indexByte(c byte, from, to int64) int64 {
+func (b *Buffer) indexByte(c byte, from, to int64) int64 {
 	cur := b.cursorAt(from)
 	for at := from; at < to; {
 		p := b.next(&cur, int(min(to-at, 1<<30)))
@@ -296,16 +296,16 @@ func (b *blockBuffer) indexByte(c byte, from, to int64) int64 {
 	return -1
 }
 
-// runeScanner walks a blockBuffer rune by rune (a maximal subpart of
+// runeScanner walks a Buffer rune by rune (a maximal subpart of
 // ill-formed UTF-8 counting as one), as its JSON encoding decodes it.
 type runeScanner struct {
-	b   *blockBuffer
+	b   *Buffer
 	c   blockCursor
 	pos int64
 	tmp [utf8.UTFMax]byte
 }
 
-func (b *blockBuffer) scanner(from int64) *runeScanner {
+func (b *Buffer) scanner(from int64) *runeScanner {
 	return &runeScanner{b: b, c: b.cursorAt(from), pos: from}
 }
 
@@ -381,7 +381,7 @@ func (s *runeScanner) advance(end, budget int64) int64 {
 // decodes them (a JavaScript string's length): two for a character outside
 // the Basic Multilingual Plane, one for any other and for each maximal
 // subpart of ill-formed UTF-8 (one U+FFFD). n ends on a rune boundary.
-func textUnits(b *blockBuffer, n int64) int64 {
+func textUnits(b *Buffer, n int64) int64 {
 	s := b.scanner(0)
 	var units int64
 	for s.pos < n {
@@ -471,9 +471,9 @@ func (u *unitCounter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// textBuffer is a blockBuffer holding a copy of s.
-func textBuffer(s string) *blockBuffer {
-	b := &blockBuffer{n: int64(len(s))}
+// Text is a Buffer holding a copy of s.
+func Text(s string) *Buffer {
+	b := &Buffer{n: int64(len(s))}
 	if s != "" {
 		b.blocks = [][]byte{[]byte(s)}
 	}

@@ -1,4 +1,4 @@
-package worker
+package output
 
 import "encoding/binary"
 

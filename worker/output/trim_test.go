@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"bytes"
@@ -40,11 +40,11 @@ func TestLowUnitsIsALowerBound(t *testing.T) {
 // are encoded either way (the encoding maps the output's escapes); decoding
 // them back is most of the work under the race detector, so a test that
 // does not look at them skips it.
-func relayOutput(t *testing.T, limit int64, data []byte, decode bool) (*logRelay, string) {
+func relayOutput(t *testing.T, limit int64, data []byte, decode bool) (*Relay, string) {
 	t.Helper()
 	var mu sync.Mutex
 	var streamed strings.Builder
-	r := newLogNotifier(relayLimits{result: limit}, func(params any) error {
+	r := NewRelay(Limits{Result: limit}, func(params any) error {
 		if !decode {
 			return params.(*logChunk).WriteJSON(io.Discard)
 		}
@@ -61,13 +61,13 @@ func relayOutput(t *testing.T, limit int64, data []byte, decode bool) (*logRelay
 		streamed.WriteString(got.Chunk)
 		return nil
 	})
-	w := r.stream(0)
+	w := r.Stream(0)
 	for p := data; len(p) > 0; {
 		n := min(len(p), 64<<10)
 		_, _ = w.Write(p[:n])
 		p = p[n:]
 	}
-	r.close()
+	r.Close()
 	return r, streamed.String()
 }
 
@@ -75,7 +75,7 @@ func relayOutput(t *testing.T, limit int64, data []byte, decode bool) (*logRelay
 func decodeAsResult(t *testing.T, p []byte) string {
 	t.Helper()
 	var s string
-	require.NoError(t, json.Unmarshal([]byte(encodeCut(t, textBuffer(string(p)), outputCut{})), &s))
+	require.NoError(t, json.Unmarshal([]byte(encodeCut(t, Text(string(p)), outputCut{})), &s))
 	return s
 }
 
@@ -143,14 +143,14 @@ func TestTrimMiddleHoldsWhatTheResultCanCarry(t *testing.T) {
 				assert.Equal(t, len(tt.data), held)
 			}
 
-			res := &execResult{exitCode: intPtr(0), stdout: outputText{blocks: b}, stderr: outputText{text: "done\n"}, maxLineChars: limit}
+			res := &Result{ExitCode: intPtr(0), Stdout: b, Stderr: Text("done\n"), MaxLineChars: limit}
 			var line bytes.Buffer
 			require.NoError(t, res.WriteJSON(&line))
 			// The same output held whole makes the same result: what was
 			// dropped is what the cut leaves out anyway.
 			untrimmed, _ := relayOutput(t, 0, tt.data, false)
 			require.False(t, untrimmed.out[0].holed())
-			wholeRes := &execResult{exitCode: intPtr(0), stdout: outputText{blocks: &untrimmed.out[0]}, stderr: outputText{text: "done\n"}, maxLineChars: limit}
+			wholeRes := &Result{ExitCode: intPtr(0), Stdout: &untrimmed.out[0], Stderr: Text("done\n"), MaxLineChars: limit}
 			var wholeLine bytes.Buffer
 			require.NoError(t, wholeRes.WriteJSON(&wholeLine))
 			assert.True(t, bytes.Equal(wholeLine.Bytes(), line.Bytes()), "the result is the one the whole output makes")
@@ -164,7 +164,7 @@ func TestTrimMiddleHoldsWhatTheResultCanCarry(t *testing.T) {
 			}
 			// The cut WriteJSON made, planned again as it plans it.
 			fixed := int64(len(`{"exitCode":0,"timedOut":false,"stdout":`) + len(`,"stderr":`) + len("}") + envelopeReserve)
-			cut, errCut := fitOutputs(b, textBuffer("done\n"), limit-fixed, limit)
+			cut, errCut := fitOutputs(b, Text("done\n"), limit-fixed, limit)
 			require.True(t, errCut.whole())
 			require.False(t, cut.whole())
 			head, tail := decodeAsResult(t, tt.data[:cut.head]), decodeAsResult(t, tt.data[cut.tail:])
@@ -199,7 +199,7 @@ func TestTrimMiddleLetsTheMiddleGo(t *testing.T) {
 // TestTailFromStartsOnACharacter: the hole may end inside a character (the
 // blocks are cut by size); the kept end then starts after its remains.
 func TestTailFromStartsOnACharacter(t *testing.T) {
-	b := &blockBuffer{blocks: [][]byte{[]byte("start\xe4"), nil, []byte("\xb8\xadend")}, n: 6 + 100 + 6}
+	b := &Buffer{blocks: [][]byte{[]byte("start\xe4"), nil, []byte("\xb8\xadend")}, n: 6 + 100 + 6}
 	b.trim = middleTrim{from: 1, to: 2, bytes: 100}
 	start, end := b.holeSpan()
 	assert.Equal(t, int64(6), start)
@@ -251,7 +251,7 @@ func TestLogCapSendsOnlyWhatTheHostTakes(t *testing.T) {
 		}
 	}
 	var got []chunk
-	r := newLogNotifier(relayLimits{streamed: limit}, func(params any) error {
+	r := NewRelay(Limits{Streamed: limit}, func(params any) error {
 		var buf bytes.Buffer
 		if err := params.(*logChunk).WriteJSON(&buf); err != nil {
 			return err
@@ -293,7 +293,7 @@ func TestTrimMiddleMovesARelayCursorOffADroppedBlock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var b blockBuffer
+			var b Buffer
 			for i := range 10 {
 				_, _ = b.Write(block(i))
 			}
@@ -330,7 +330,7 @@ func TestTrimMiddleKeepsTheRelaysTakesWhole(t *testing.T) {
 	seeds := testutil.Seeds(10, 40)
 	for seed := range uint64(seeds) {
 		rng := rand.New(rand.NewPCG(seed, 77))
-		var b blockBuffer
+		var b Buffer
 		size := func() int {
 			switch rng.IntN(5) {
 			case 4:

@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"encoding/binary"
@@ -9,10 +9,10 @@ import (
 	"github.com/paperclipai/daytona-worker/internal/utf8text"
 )
 
-// blockBuffer accumulates a command's output in fixed-size blocks: appending
+// Buffer accumulates a command's output in fixed-size blocks: appending
 // never copies what is already there, so holding N bytes costs N bytes, not
 // the 2N a growing slice needs while it doubles.
-type blockBuffer struct {
+type Buffer struct {
 	blocks [][]byte
 	n      int64
 	// escapes is where the relay's notifications found bytes to escape
@@ -25,7 +25,7 @@ type blockBuffer struct {
 
 const outputBlockSize = 1 << 20
 
-func (b *blockBuffer) Write(p []byte) (int, error) {
+func (b *Buffer) Write(p []byte) (int, error) {
 	written := len(p)
 	for len(p) > 0 {
 		if len(b.blocks) == 0 || len(b.blocks[len(b.blocks)-1]) == cap(b.blocks[len(b.blocks)-1]) {
@@ -41,7 +41,7 @@ func (b *blockBuffer) Write(p []byte) (int, error) {
 }
 
 // newBlock makes the next block for a write of n bytes.
-func (b *blockBuffer) newBlock(n int) []byte {
+func (b *Buffer) newBlock(n int) []byte {
 	if len(b.blocks) == 0 && n < outputBlockSize {
 		// Most commands print little: start small.
 		return make([]byte, 0, max(n, 4096))
@@ -49,16 +49,16 @@ func (b *blockBuffer) newBlock(n int) []byte {
 	return make([]byte, 0, outputBlockSize)
 }
 
-func (b *blockBuffer) Len() int64 { return b.n }
+func (b *Buffer) Len() int64 { return b.n }
 
-// blockCursor is a read position in a blockBuffer.
+// blockCursor is a read position in a Buffer.
 type blockCursor struct{ blk, off int }
 
 // take returns the n bytes after c as pieces of the blocks (no copy) and
 // moves c past them. The bytes must already be written; they never change
 // afterwards, so the pieces may be read while later writes go on, provided
 // take itself is serialised with Write.
-func (b *blockBuffer) take(c *blockCursor, n int) [][]byte {
+func (b *Buffer) take(c *blockCursor, n int) [][]byte {
 	var out [][]byte
 	for p := b.next(c, n); p != nil; p = b.next(c, n) {
 		out = append(out, p)
@@ -69,7 +69,7 @@ func (b *blockBuffer) take(c *blockCursor, n int) [][]byte {
 
 // next returns the bytes after c, at most n and all in one block (no copy),
 // and moves c past them; nil when nothing is left.
-func (b *blockBuffer) next(c *blockCursor, n int) []byte {
+func (b *Buffer) next(c *blockCursor, n int) []byte {
 	for n > 0 && c.blk < len(b.blocks) {
 		blk := b.blocks[c.blk]
 		if c.off == len(blk) {
@@ -83,8 +83,8 @@ func (b *blockBuffer) next(c *blockCursor, n int) []byte {
 	return nil
 }
 
-// endsWith reports whether the last byte written is c.
-func (b *blockBuffer) endsWith(c byte) bool {
+// EndsWith reports whether the last byte written is c.
+func (b *Buffer) EndsWith(c byte) bool {
 	if len(b.blocks) == 0 {
 		return false
 	}
@@ -93,7 +93,7 @@ func (b *blockBuffer) endsWith(c byte) bool {
 }
 
 // String copies the contents out (small outputs, tests, error paths).
-func (b *blockBuffer) String() string {
+func (b *Buffer) String() string {
 	buf := make([]byte, 0, b.n)
 	for _, blk := range b.blocks {
 		buf = append(buf, blk...)
@@ -107,7 +107,7 @@ func (b *blockBuffer) String() string {
 // byte), and without ever holding the whole encoding in memory. Where
 // b.escapes describes the bytes, their verbatim runs are copied without
 // being searched again.
-func (b *blockBuffer) writeJSONString(w io.Writer) error {
+func (b *Buffer) writeJSONString(w io.Writer) error {
 	// Room for the text and a few escapes, up to what one flush holds:
 	// most commands print little, and every execute writes two of these.
 	e := jsonStringWriter{w: w, buf: make([]byte, 0, min(b.n+b.n/4+16, escapeFlushBytes+8*escapePieceBytes))}
@@ -148,7 +148,7 @@ func (b *blockBuffer) writeJSONString(w io.Writer) error {
 
 // copyRun appends the next n bytes of b, which JSON carries as they are; a
 // long run goes to w straight from the blocks.
-func (e *jsonStringWriter) copyRun(b *blockBuffer, c *blockCursor, n int) error {
+func (e *jsonStringWriter) copyRun(b *Buffer, c *blockCursor, n int) error {
 	if n >= escapeFlushBytes {
 		if err := e.flush(); err != nil {
 			return err
@@ -184,7 +184,7 @@ func (e *jsonStringWriter) copyRun(b *blockBuffer, c *blockCursor, n int) error 
 // escapeRun escapes the next n bytes of b, a special run of b.escapes: it
 // ends on a rune boundary, so whatever is left carried at its end is
 // invalid UTF-8 in the whole output too.
-func (e *jsonStringWriter) escapeRun(b *blockBuffer, c *blockCursor, n int) error {
+func (e *jsonStringWriter) escapeRun(b *Buffer, c *blockCursor, n int) error {
 	if n <= escapePieceBytes {
 		if p := b.next(c, n); len(p) == n {
 			// The common case: a newline, a quote, a short run of controls.

@@ -1,4 +1,4 @@
-package worker
+package output
 
 import (
 	"math/rand/v2"
@@ -19,7 +19,7 @@ var snapshotForms = []struct {
 }
 
 // relayHolding is a relay whose stdout holds the given blocks, as streamed.
-func relayHolding(blocks ...[]byte) *logRelay {
+func relayHolding(blocks ...[]byte) *Relay {
 	r := startLogRelay(func(int, [][]byte) error { return nil })
 	for _, b := range blocks {
 		r.out[0].blocks = append(r.out[0].blocks, b)
@@ -59,7 +59,7 @@ func TestUnstreamedTail(t *testing.T) {
 			for _, s := range tt.streamed {
 				blocks = append(blocks, []byte(s))
 			}
-			got, ok := relayHolding(blocks...).unstreamedTail(0, tt.snapshot)
+			got, ok := relayHolding(blocks...).UnstreamedTail(0, tt.snapshot)
 			assert.Equal(t, tt.ok, ok)
 			assert.Equal(t, tt.want, got)
 		})
@@ -84,7 +84,7 @@ func TestUnstreamedTailCompletesTheOutput(t *testing.T) {
 		}
 		for _, form := range snapshotForms {
 			snap := form.of(raw)
-			tail, ok := relayHolding(blocks...).unstreamedTail(0, snap)
+			tail, ok := relayHolding(blocks...).UnstreamedTail(0, snap)
 			require.True(t, ok, "%s: raw %q cut at %d", form.name, raw, cut)
 			joined := append(append([]byte(nil), raw[:cut]...), tail...)
 			require.Equal(t, snap, form.of(joined), "%s: raw %q cut at %d, tail %q", form.name, raw, cut, tail)

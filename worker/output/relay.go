@@ -1,9 +1,8 @@
-package worker
+package output
 
 import (
 	"io"
 	"slices"
-	"strings"
 	"sync"
 )
 
@@ -29,16 +28,16 @@ func chunkBytesFor(lineLimit int64) int {
 // faster than the host reads does not race ahead of it.
 const maxPendingLogBytes = 8 << 20
 
-// logRelay collects a running command's output (for the final result) and
+// Relay collects a running command's output (for the final result) and
 // forwards every new byte to the host as execute.log notifications. One
 // goroutine, owned by the relay, does the sending: whatever arrives while it
 // writes is coalesced into the next notification, so a chatty command costs
 // few notifications and a quiet one is forwarded at once.
 //
 // Output is stored once: the notifications are encoded straight from the
-// result's blocks (bytes in a blockBuffer never move or change once
+// result's blocks (bytes in a Buffer never move or change once
 // written), so relaying costs no copy and no garbage per byte.
-type logRelay struct {
+type Relay struct {
 	deliver func(stream int, chunk [][]byte) error
 	// chunkBytes bounds one chunk (chunkBytesFor).
 	chunkBytes int
@@ -58,7 +57,7 @@ type logRelay struct {
 	carry   [2][]byte // sender only: a rune split by the last segment
 	scratch []byte    // sender only: the notification encoding buffer
 
-	out  [2]blockBuffer
+	out  [2]Buffer
 	done chan struct{}
 }
 
@@ -68,37 +67,27 @@ type logSegment struct {
 	n      int
 }
 
-var streamNames = [2]string{"stdout", "stderr"}
+// StreamName names stream i (0 stdout, 1 stderr) as execute.log does.
+func StreamName(i int) string { return [2]string{"stdout", "stderr"}[i] }
 
-// newLogRelay relays to send, one string per chunk.
-func newLogRelay(send func(stream, chunk string) error) *logRelay {
-	return startLogRelay(func(stream int, chunk [][]byte) error {
-		var b strings.Builder
-		b.Grow(runLen(chunk))
-		for _, p := range chunk {
-			b.Write(p)
-		}
-		return send(streamNames[stream], b.String())
-	})
-}
-
-// relayLimits are the host's bounds a relay keeps to, in UTF-16 units
+// Limits are the host's bounds a relay keeps to, in UTF-16 units
 // (zero: none).
-type relayLimits struct {
-	// result is the most a result can carry: a stream sure to be longer
+type Limits struct {
+	// Result is the most a result can carry: a stream sure to be longer
 	// drops its relayed middle (see trimMiddle).
-	result int64
-	// streamed is the most of one execute's output the host takes in
+	Result int64
+	// Streamed is the most of one execute's output the host takes in
 	// execute.log (see logCap).
-	streamed int64
+	Streamed int64
 }
 
-// newLogNotifier relays execute.log notifications to notify, whose params
-// (an rpc.JSONStreamer) encode the chunk straight from the output blocks.
-func newLogNotifier(limits relayLimits, notify func(params any) error) *logRelay {
-	var r *logRelay
+// NewRelay relays a command's output to notify as execute.log notifications:
+// the params (an rpc.JSONStreamer, {"stream","chunk"} as
+// protocol.ExecuteLog encodes) are written straight from the output blocks.
+func NewRelay(limits Limits, notify func(params any) error) *Relay {
+	var r *Relay
 	var sent [2]int64 // sender only: each stream's bytes handed to deliver
-	quota := logCap{limit: limits.streamed}
+	quota := logCap{limit: limits.Streamed}
 	r = startLogRelay(func(stream int, chunk [][]byte) error {
 		before := sent
 		n := int64(runLen(chunk))
@@ -106,11 +95,11 @@ func newLogNotifier(limits relayLimits, notify func(params any) error) *logRelay
 		if !quota.admit(r, chunk, n, before) {
 			return nil // the host would drop it; the escape map stops here
 		}
-		return notify(&logChunk{stream: streamNames[stream], chunk: chunk, scratch: &r.scratch,
+		return notify(&logChunk{stream: StreamName(stream), chunk: chunk, scratch: &r.scratch,
 			escapes: &r.out[stream].escapes, at: before[stream]})
 	})
-	r.limit = limits.result
-	r.chunkBytes = chunkBytesFor(limits.result)
+	r.limit = limits.Result
+	r.chunkBytes = chunkBytesFor(limits.Result)
 	return r
 }
 
@@ -133,7 +122,7 @@ type logCap struct {
 // admit reports whether the host takes a chunk of n bytes, the first
 // before bytes of each stream having been sent already. Only the relay's
 // sender calls it.
-func (c *logCap) admit(r *logRelay, chunk [][]byte, n int64, before [2]int64) bool {
+func (c *logCap) admit(r *Relay, chunk [][]byte, n int64, before [2]int64) bool {
 	if c.limit <= 0 {
 		return true
 	}
@@ -148,7 +137,7 @@ func (c *logCap) admit(r *logRelay, chunk [][]byte, n int64, before [2]int64) bo
 		}
 		c.exact, c.delivered = true, units
 	}
-	units := textUnits(&blockBuffer{blocks: chunk, n: n}, n)
+	units := textUnits(&Buffer{blocks: chunk, n: n}, n)
 	if c.delivered+units > c.limit {
 		return false
 	}
@@ -161,7 +150,7 @@ func (c *logCap) admit(r *logRelay, chunk [][]byte, n int64, before [2]int64) bo
 // the limits make rare: it takes a stream past the line limit, which is not
 // below the streamed one). The bytes sent never change, so only the list of
 // blocks is read under the lock.
-func (r *logRelay) sentUnits(sent [2]int64) (int64, bool) {
+func (r *Relay) sentUnits(sent [2]int64) (int64, bool) {
 	var units int64
 	for i := range r.out {
 		r.mu.Lock()
@@ -170,7 +159,7 @@ func (r *logRelay) sentUnits(sent [2]int64) (int64, bool) {
 			r.mu.Unlock()
 			return 0, false
 		}
-		view := &blockBuffer{blocks: slices.Clone(b.blocks), n: b.n}
+		view := &Buffer{blocks: slices.Clone(b.blocks), n: b.n}
 		r.mu.Unlock()
 		units += textUnits(view, sent[i])
 	}
@@ -179,17 +168,20 @@ func (r *logRelay) sentUnits(sent [2]int64) (int64, bool) {
 
 // startLogRelay returns a relay whose sender starts with the first output:
 // a command that prints nothing costs no goroutine.
-func startLogRelay(deliver func(stream int, chunk [][]byte) error) *logRelay {
-	r := &logRelay{deliver: deliver, chunkBytes: maxLogChunkBytes, done: make(chan struct{})}
+func startLogRelay(deliver func(stream int, chunk [][]byte) error) *Relay {
+	r := &Relay{deliver: deliver, chunkBytes: maxLogChunkBytes, done: make(chan struct{})}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
 
-// stream returns an io.Writer for stdout (0) or stderr (1).
-func (r *logRelay) stream(i int) *relayWriter { return &relayWriter{r: r, i: i} }
+// Stream returns an io.Writer for stdout (0) or stderr (1).
+func (r *Relay) Stream(i int) io.Writer { return &relayWriter{r: r, i: i} }
+
+// Output returns what stream i collected. Read it only after Close.
+func (r *Relay) Output(i int) *Buffer { return &r.out[i] }
 
 type relayWriter struct {
-	r *logRelay
+	r *Relay
 	i int
 }
 
@@ -222,7 +214,7 @@ func (w *relayWriter) Write(p []byte) (int, error) {
 }
 
 // run sends pending output until the relay is closed and drained.
-func (r *logRelay) run() {
+func (r *Relay) run() {
 	defer close(r.done)
 	r.mu.Lock()
 	for {
@@ -259,7 +251,7 @@ func (r *logRelay) run() {
 
 // forward sends data (after any carried partial rune) in chunks that end on
 // rune boundaries; at the end the carry goes out as it is.
-func (r *logRelay) forward(stream int, data [][]byte, final bool) {
+func (r *Relay) forward(stream int, data [][]byte, final bool) {
 	if c := r.carry[stream]; len(c) > 0 {
 		data = append([][]byte{c}, data...)
 		r.carry[stream] = nil
@@ -288,9 +280,9 @@ func (r *logRelay) forward(stream int, data [][]byte, final bool) {
 	}
 }
 
-// close stops accepting output, sends everything still pending and returns
+// Close stops accepting output, sends everything still pending and returns
 // once the host has it all. Call it before replying to the execute.
-func (r *logRelay) close() {
+func (r *Relay) Close() {
 	r.mu.Lock()
 	r.closed = true
 	sending := r.sending
