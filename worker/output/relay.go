@@ -56,6 +56,8 @@ type Relay struct {
 
 	carry   [2][]byte // sender only: a rune split by the last segment
 	scratch []byte    // sender only: the notification encoding buffer
+	sent    [2]int64  // sender only: each stream's bytes handed to deliver
+	quota   logCap    // sender only: the host's bound of what is streamed
 
 	out  [2]Buffer
 	done chan struct{}
@@ -86,18 +88,17 @@ type Limits struct {
 // protocol.ExecuteLog encodes) are written straight from the output blocks.
 func NewRelay(limits Limits, notify func(params any) error) *Relay {
 	var r *Relay
-	var sent [2]int64 // sender only: each stream's bytes handed to deliver
-	quota := logCap{limit: limits.Streamed}
 	r = startLogRelay(func(stream int, chunk [][]byte) error {
-		before := sent
+		before := r.sent
 		n := int64(runLen(chunk))
-		sent[stream] += n
-		if !quota.admit(r, chunk, n, before) {
+		r.sent[stream] += n
+		if !r.quota.admit(r, chunk, n, before) {
 			return nil // the host would drop it; the escape map stops here
 		}
 		return notify(&logChunk{stream: StreamName(stream), chunk: chunk, scratch: &r.scratch,
 			escapes: &r.out[stream].escapes, at: before[stream]})
 	})
+	r.quota = logCap{limit: limits.Streamed}
 	r.limit = limits.Result
 	r.chunkBytes = chunkBytesFor(limits.Result)
 	return r
@@ -111,11 +112,12 @@ func NewRelay(limits Limits, notify func(params any) error) *Relay {
 // the host's one JavaScript thread, which serves all of Paperclip, busy for
 // as long as the command runs. So the relay sends only the chunks the host
 // takes. It counts nothing while the bytes sent (never fewer than their
-// units) are within the bound; once they may not be, it counts what was
-// sent, then each chunk.
+// units) are within the bound; once they may not be, or once the relay is
+// about to drop sent output it would then have to count (trimMiddle), it
+// counts what was sent, then each chunk.
 type logCap struct {
 	limit     int64 // 0: no bound
-	exact     bool  // delivered is counted (the bytes sent neared the limit)
+	exact     bool  // delivered is counted (from count on)
 	delivered int64 // units of the chunks the host took, once exact
 }
 
@@ -130,12 +132,9 @@ func (c *logCap) admit(r *Relay, chunk [][]byte, n int64, before [2]int64) bool 
 		if before[0]+before[1]+n <= c.limit {
 			return true
 		}
-		units, ok := r.sentUnits(before)
-		if !ok {
-			c.limit = 0 // cannot be counted any more: send all, as the plugin does
+		if c.count(r, before); c.limit == 0 {
 			return true
 		}
-		c.exact, c.delivered = true, units
 	}
 	units := textUnits(&Buffer{blocks: chunk, n: n}, n)
 	if c.delivered+units > c.limit {
@@ -145,11 +144,28 @@ func (c *logCap) admit(r *Relay, chunk [][]byte, n int64, before [2]int64) bool 
 	return true
 }
 
+// mayLoseCount reports whether trimMiddle could drop output sent while the
+// cap was not counting: a stream is past the result limit. Call it under
+// r.mu, which serialises Write.
+func (c *logCap) mayLoseCount(r *Relay) bool {
+	return c.limit > 0 && !c.exact && (r.out[0].n > r.limit || r.out[1].n > r.limit)
+}
+
+// count starts counting, from the units of the first sent bytes of each
+// stream.
+func (c *logCap) count(r *Relay, sent [2]int64) {
+	units, ok := r.sentUnits(sent)
+	if !ok {
+		c.limit = 0 // cannot be counted any more: send all, as the plugin does
+		return
+	}
+	c.exact, c.delivered = true, units
+}
+
 // sentUnits counts the UTF-16 units of the output already sent, the first
 // sent bytes of each stream (false once a stream dropped its middle, which
-// the limits make rare: it takes a stream past the line limit, which is not
-// below the streamed one). The bytes sent never change, so only the list of
-// blocks is read under the lock.
+// the relay's sender avoids by counting first: mayLoseCount). The bytes
+// sent never change, so only the list of blocks is read under the lock.
 func (r *Relay) sentUnits(sent [2]int64) (int64, bool) {
 	var units int64
 	for i := range r.out {
@@ -242,6 +258,13 @@ func (r *Relay) run() {
 		r.mu.Lock()
 		r.spare = batch[:0]
 		if r.limit > 0 {
+			if r.quota.mayLoseCount(r) {
+				// Count what was sent while it is all still here. Bytes
+				// before r.next never change, so the writer may go on.
+				r.mu.Unlock()
+				r.quota.count(r, r.sent)
+				r.mu.Lock()
+			}
 			// The host has had everything before r.next.
 			r.out[0].trimMiddle(&r.next[0], r.limit)
 			r.out[1].trimMiddle(&r.next[1], r.limit)

@@ -393,3 +393,34 @@ func TestTrimMiddleKeepsTheRelaysTakesWhole(t *testing.T) {
 	}
 	assert.Greater(t, holed, seeds/2, "most plays drop a middle")
 }
+
+// TestLogCapCountsBeforeTheMiddleIsDropped: a command that prints faster
+// than the host reads can take a stream past the result limit while the
+// bytes sent are still under the streamed bound. The relay then drops the
+// middle it has sent, so it must count those bytes first, or it can no
+// longer tell what the host took and would send all the rest (CI, once:
+// 140 MB streamed of a 128 Mi bound).
+func TestLogCapCountsBeforeTheMiddleIsDropped(t *testing.T) {
+	t.Parallel()
+	const limit = 8 << 20
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls int
+	var streamed int64
+	r := NewRelay(Limits{Result: limit, Streamed: limit}, func(params any) error {
+		if calls++; calls == 1 {
+			close(started)
+			<-release // the sender waits on the host while the command prints on
+		}
+		streamed += int64(runLen(params.(*logChunk).chunk))
+		return nil
+	})
+	w := r.Stream(0)
+	_, _ = w.Write(bytes.Repeat([]byte("a"), 7<<20)) // under the bound: sent uncounted
+	<-started
+	_, _ = w.Write(bytes.Repeat([]byte("b"), 13<<20)) // the stream passes the result limit
+	close(release)
+	r.Close()
+	assert.True(t, r.Output(0).holed(), "the relayed middle was dropped")
+	assert.LessOrEqual(t, streamed, int64(limit), "nothing past what the host takes")
+	assert.Greater(t, streamed, int64(limit-maxLogChunkBytes), "all the host takes")
+}
