@@ -132,7 +132,8 @@ func NewConn(w io.Writer, r io.Reader, opts Options) *Conn {
 // call has been released.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
-// Err is why reading stopped: nil at a clean end of output.
+// Err is why reading stopped: nil at a clean end of output, ErrPartialLine
+// when it ended inside a line.
 func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -141,15 +142,19 @@ func (c *Conn) Err() error {
 
 func (c *Conn) read(r io.Reader) {
 	defer close(c.done)
-	dec := jsonstream.NewReader(bufio.NewReaderSize(r, 4<<20))
+	tail := &lastByte{r: r}
+	dec := jsonstream.NewReader(bufio.NewReaderSize(tail, 4<<20))
 	dec.Hash, dec.NewDigest, dec.Raw = c.opts.Hash, c.opts.NewDigest, c.opts.Raw
 	for {
 		v, err := dec.Next()
 		if err != nil {
 			c.serving.Wait()
 			c.mu.Lock()
-			if !isEnd(err) {
+			switch {
+			case !isEnd(err):
 				c.readErr = err
+			case tail.last != 0 && tail.last != '\n':
+				c.readErr = ErrPartialLine
 			}
 			c.ended = true
 			for k, call := range c.waiting {
@@ -170,6 +175,20 @@ func (c *Conn) read(r io.Reader) {
 		}
 		c.dispatch(Message(m))
 	}
+}
+
+// lastByte remembers the last byte read through it.
+type lastByte struct {
+	r    io.Reader
+	last byte
+}
+
+func (l *lastByte) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if n > 0 {
+		l.last = p[n-1]
+	}
+	return n, err
 }
 
 // isEnd tells a clean end of output (EOF, or the output closed by Close).

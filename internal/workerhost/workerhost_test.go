@@ -152,6 +152,14 @@ func TestReadLineReportsAPartialLastLine(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF)
 }
 
+func TestConnReportsAPartialLastLine(t *testing.T) {
+	p := startFake(t)
+	c := NewConn(p, p.Stdout(), Options{})
+	_, err := c.Call(t.Context(), Request{Method: "partial"})
+	assert.ErrorIs(t, err, ErrNoReply)
+	assert.ErrorIs(t, c.Err(), ErrPartialLine)
+}
+
 func TestReadLineStopsAtTheContext(t *testing.T) {
 	p := startFake(t)
 	ctx, cancel := context.WithCancel(t.Context())
