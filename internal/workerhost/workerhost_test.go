@@ -303,6 +303,7 @@ func TestCallsEndWhenTheOutputDoes(t *testing.T) {
 	}
 	<-c.Done()
 	assert.NoError(t, c.Err())
+	assert.Equal(t, calls, c.Pending(), "the calls that never got a reply")
 	_, err = c.Send(Request{Method: "echo"})
 	assert.ErrorIs(t, err, ErrNoReply)
 	code, err := p.Wait(t.Context())
