@@ -150,11 +150,13 @@ func TestLoadRejectsMalformedScenarios(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ text, want string }{
-		"two kinds":    {`{"host":{"id":1},"sandboxes":true}`, "exactly one of"},
-		"unknown key":  {`{"host":{"id":1},"expect":1}`, `unknown field "expect"`},
-		"late setup":   {"{\"sandboxes\":true}\n{\"scenario\":{}}", "must come first"},
-		"bad path":     {`{"host":{"id":1},"differs":{"r":["result"]}}`, "must start with $"},
-		"capture hook": {`{"hook":{"clear_faults":true},"capture":{"X":"$.a"}}`, "need a step with output"},
+		"unknown step": {`expect {"id":1}`, `unknown step "expect"`},
+		"expectation":  {"host {\"id\":1}\nworker {\"id\":1}", "holds no expectations"},
+		"late setup":   {"sandboxes\nscenario {}", "must come first"},
+		"bad path":     {"host {\"id\":1}\n  differs {\"r\":[\"result\"]}", "must start with $"},
+		"capture hook": {"hook clear-faults\n  capture {\"X\":\"$.a\"}", "takes no options"},
+		"unknown hook": {"hook explode", `unknown hook "explode"`},
+		"bad fault":    {`hook fault {"stauts":500}`, `unknown field "stauts"`},
 		"empty":        {"# nothing\n", "no steps"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".jsonl")

@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/transcript"
 	"github.com/paperclipai/daytona-worker/pty"
 )
 
@@ -154,8 +155,12 @@ func (p *player) step(ctx context.Context, st *Step) (*StepOutput, error) {
 	case st.SleepMs > 0:
 		time.Sleep(time.Duration(st.SleepMs) * time.Millisecond)
 		return nil, nil
-	case st.Hook != nil:
-		return nil, p.hook(st.Hook)
+	case st.Hook != "":
+		h, err := ParseHook(st.Hook)
+		if err != nil {
+			return nil, err
+		}
+		return nil, p.hook(h)
 	case st.Sandboxes:
 		line, err := p.env.sandboxesLine()
 		if err != nil {
@@ -387,7 +392,7 @@ type emulatorEnv struct {
 	closed string // an address nothing listens on
 }
 
-func startEmulator(setup EmulatorSetup) (*emulatorEnv, error) {
+func startEmulator(setup transcript.EmulatorSetup) (*emulatorEnv, error) {
 	nop := zerolog.Nop()
 	opts := emulator.Options{Logger: &nop, ReturnTransitional: setup.Transitional}
 	if setup.StepDelayMs > 0 {

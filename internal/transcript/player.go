@@ -36,7 +36,7 @@ type Player struct {
 	Quiet time.Duration
 	// Observe, if set, sees each line as it crosses (for printing).
 	Observe func(fromHost bool, line []byte)
-	// Hooks are the actions {"hook": name} steps run, with the variables.
+	// Hooks are the actions "hook NAME" steps run, with the variables.
 	Hooks map[string]func(vars Vars) error
 
 	lines    chan lineOrErr

@@ -110,12 +110,12 @@ func TestPlayerReplaysAndCaptures(t *testing.T) {
 	w := startEchoWorker(nil)
 	out, err := w.player().Play(steps(t,
 		`# a comment is kept`,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"echo","params":{"token":"t-1"}}}`,
-		`{"worker":{"jsonrpc":"2.0","id":1,"result":{"token":"<capture:TOK>"}}}`,
-		`{"host":{"jsonrpc":"2.0","id":2,"method":"echo","params":"${TOK}"}}`,
-		`{"worker":{"jsonrpc":"2.0","id":2,"result":"t-1"}}`,
-		`{"close_stdin":true}`,
-		`{"exit":0}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"echo","params":{"token":"t-1"}}`,
+		`worker {"jsonrpc":"2.0","id":1,"result":{"token":"<capture:TOK>"}}`,
+		`host {"jsonrpc":"2.0","id":2,"method":"echo","params":"${TOK}"}`,
+		`worker {"jsonrpc":"2.0","id":2,"result":"t-1"}`,
+		`close_stdin`,
+		`exit 0`,
 	))
 	require.NoError(t, err)
 	assert.Nil(t, out, "nothing to write back without Update")
@@ -125,9 +125,9 @@ func TestPlayerFailsOnAnUnexpectedLineAndEndsTheWorker(t *testing.T) {
 	t.Parallel()
 	w := startEchoWorker(nil)
 	_, err := w.player().Play(steps(t,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"echo","params":"a"}}`,
-		`{"worker":{"jsonrpc":"2.0","id":1,"result":"b"}}`,
-		`{"host":{"jsonrpc":"2.0","id":2,"method":"echo","params":"never sent"}}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"echo","params":"a"}`,
+		`worker {"jsonrpc":"2.0","id":1,"result":"b"}`,
+		`host {"jsonrpc":"2.0","id":2,"method":"echo","params":"never sent"}`,
 	))
 	var pe *PlayError
 	require.ErrorAs(t, err, &pe)
@@ -142,14 +142,14 @@ func TestPlayerFailsOnSilenceAndOnExtraLines(t *testing.T) {
 	p := w.player()
 	p.Timeout = 100 * time.Millisecond // the reply never comes: only the bound ends the wait
 	_, err := p.Play(steps(t,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"mute","params":{}}}`,
-		`{"worker":{"jsonrpc":"2.0","id":1,"result":{}}}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"mute","params":{}}`,
+		`worker {"jsonrpc":"2.0","id":1,"result":{}}`,
 	))
 	assert.ErrorIs(t, err, errTimeout)
 
 	w = startEchoWorker(nil)
 	_, err = w.player().Play(steps(t,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"echo","params":1}}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"echo","params":1}`,
 	))
 	assert.ErrorContains(t, err, "worker wrote a line the transcript does not expect")
 }
@@ -160,8 +160,8 @@ func TestPlayerUpdateRewritesExpectations(t *testing.T) {
 	p := w.player()
 	p.Update = true
 	out, err := p.Play(steps(t,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"health","params":{}}}`,
-		`{"worker":{"jsonrpc":"2.0","id":1,"result":{"status":"stale"}}}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"health","params":{}}`,
+		`worker {"jsonrpc":"2.0","id":1,"result":{"status":"stale"}}`,
 	))
 	require.NoError(t, err)
 	require.Len(t, out, 2)
