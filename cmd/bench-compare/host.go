@@ -1,50 +1,34 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
-	"errors"
+	"context"
 	"fmt"
 	"hash"
 	"hash/maphash"
-	"io"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/internal/jsonstream"
+	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
-// host drives one worker process as Paperclip's host does: requests with
-// ids and invocations, replies routed back by id, execute.log notifications
-// digested per invocation. Result outputs are digested as they stream by,
-// so a 100 MB result costs the host no memory.
+// host drives one worker process as Paperclip's host does (on a
+// workerhost.Conn): execute.log notifications are digested per invocation,
+// and result outputs as they stream by, so a 100 MB result costs the host no
+// memory.
 type host struct {
-	cmd   *exec.Cmd
-	pid   int
-	stdin io.WriteCloser
-	seed  maphash.Seed
+	p    *workerhost.Process
+	conn *workerhost.Conn
+	pid  int
+	seed maphash.Seed
 
-	writeMu sync.Mutex
-	mu      sync.Mutex
-	nextID  int
-	waiting map[string]chan reply
-	logs    map[string]*streamLog
-	readErr error
-	done    chan struct{}
-	stderr  *tailBuffer
+	mu   sync.Mutex
+	logs map[string]*streamLog
 }
 
-// reply is a decoded reply and when it arrived.
-type reply struct {
-	result any
-	err    map[string]any
-	at     time.Time
-}
+type reply = workerhost.Reply
 
 // streamLog is what execute.log delivered for one invocation.
 type streamLog struct {
@@ -75,26 +59,26 @@ func (d *digest) sum(seed maphash.Seed) uint64 {
 }
 
 // startHost starts argv with a minimal environment, as the host's worker
-// manager does, and initializes it.
+// manager does (the Node worker needs HOME too).
 func startHost(argv []string, seed maphash.Seed) (*host, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TZ=UTC"}
-	stdin, err := cmd.StdinPipe()
+	p, err := workerhost.Start(context.Background(), workerhost.Command{Path: argv[0], Args: argv[1:], Env: []string{"HOME=" + os.Getenv("HOME")}})
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	h := &host{cmd: cmd, stdin: stdin, seed: seed, waiting: map[string]chan reply{},
-		logs: map[string]*streamLog{}, done: make(chan struct{}), stderr: &tailBuffer{max: 4096}}
-	cmd.Stderr = h.stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", argv[0], err)
-	}
-	h.pid = cmd.Process.Pid
-	go h.read(stdout)
+	h := &host{p: p, pid: p.Pid(), seed: seed, logs: map[string]*streamLog{}}
+	h.conn = workerhost.NewConn(p, p.Stdout(), workerhost.Options{
+		Notify: h.notify,
+		NewDigest: func() hash.Hash64 {
+			d := &maphash.Hash{}
+			d.SetSeed(seed)
+			return d
+		},
+		Hash: func(p []string) bool {
+			return len(p) == 2 && p[0] == "result" && (p[1] == "stdout" || p[1] == "stderr")
+		},
+		// Output chunks are digested as they come, from the reader's memory.
+		Raw: func(p []string) bool { return len(p) == 2 && p[0] == "params" && p[1] == "chunk" },
+	})
 	return h, nil
 }
 
@@ -108,76 +92,24 @@ func (h *host) initialize() (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	if r.err != nil {
-		return time.Time{}, fmt.Errorf("initialize: %v", r.err)
+	if r.Error != nil {
+		return time.Time{}, fmt.Errorf("initialize: %v", r.Error)
 	}
-	return r.at, nil
+	return r.At, nil
 }
 
-func (h *host) read(stdout io.Reader) {
-	defer close(h.done)
-	r := jsonstream.NewReader(bufio.NewReaderSize(stdout, 4<<20))
-	r.NewDigest = func() hash.Hash64 {
-		d := &maphash.Hash{}
-		d.SetSeed(h.seed)
-		return d
-	}
-	r.Hash = func(p []string) bool {
-		return len(p) == 2 && p[0] == "result" && (p[1] == "stdout" || p[1] == "stderr")
-	}
-	// Output chunks are digested as they come, from the reader's memory.
-	r.Raw = func(p []string) bool { return len(p) == 2 && p[0] == "params" && p[1] == "chunk" }
-	for {
-		v, err := r.Next()
-		if err != nil {
-			h.mu.Lock()
-			if !errors.Is(err, io.EOF) {
-				h.readErr = err
-			}
-			for id, ch := range h.waiting {
-				close(ch)
-				delete(h.waiting, id)
-			}
-			h.mu.Unlock()
-			return
-		}
-		h.dispatch(v)
-	}
-}
-
-func (h *host) dispatch(v any) {
-	m, _ := v.(map[string]any)
-	now := time.Now()
-	id, hasID := m["id"]
-	method, _ := m["method"].(string)
-	if hasID && method != "" {
-		// A worker→host call: the bench host serves none.
-		h.write(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32601, "message": "not served by the bench host"}})
+func (h *host) notify(m workerhost.Message) {
+	if m.Method() != "execute.log" {
 		return
 	}
+	params := m.Params()
+	chunk, _ := params["chunk"].(jsonstream.Bytes)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if hasID {
-		key := fmt.Sprint(id)
-		ch := h.waiting[key]
-		delete(h.waiting, key)
-		if ch != nil {
-			r := reply{result: m["result"], at: now}
-			r.err, _ = m["error"].(map[string]any)
-			ch <- r
-		}
-		return
-	}
-	if method != "execute.log" {
-		return
-	}
-	inv, _ := m["paperclipInvocationId"].(string)
-	params, _ := m["params"].(map[string]any)
-	chunk, _ := params["chunk"].(jsonstream.Bytes)
-	l := h.logs[inv]
+	l := h.logs[m.Invocation()]
 	if l == nil {
 		l = &streamLog{}
-		h.logs[inv] = l
+		h.logs[m.Invocation()] = l
 	}
 	l.chunks++
 	switch params["stream"] {
@@ -188,17 +120,6 @@ func (h *host) dispatch(v any) {
 	}
 }
 
-func (h *host) write(msg any) error {
-	line, err := json.Marshal(msg)
-	if err != nil {
-		return err
-	}
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
-	_, err = h.stdin.Write(append(line, '\n'))
-	return err
-}
-
 // request is one host request to send.
 type request struct {
 	method     string
@@ -206,60 +127,36 @@ type request struct {
 	invocation string
 }
 
-// send writes the requests in one write (as a busy host does) and returns
-// the channels their replies arrive on.
-func (h *host) send(reqs ...request) ([]chan reply, error) {
-	var buf bytes.Buffer
-	chans := make([]chan reply, len(reqs))
-	h.mu.Lock()
+// send writes the requests in one write (as a busy host does).
+func (h *host) send(reqs ...request) ([]*workerhost.Call, error) {
+	wire := make([]workerhost.Request, len(reqs))
 	for i, r := range reqs {
-		h.nextID++
-		msg := map[string]any{"jsonrpc": "2.0", "id": h.nextID, "method": r.method, "params": r.params}
+		wire[i] = workerhost.Request{Method: r.method, Params: r.params}
 		if r.invocation != "" {
-			msg["paperclipInvocation"] = map[string]any{"id": r.invocation, "scope": map[string]any{"companyId": "c-bench"}}
+			wire[i].Members = map[string]any{"paperclipInvocation": map[string]any{"id": r.invocation, "scope": map[string]any{"companyId": "c-bench"}}}
 		}
-		line, err := json.Marshal(msg)
-		if err != nil {
-			h.mu.Unlock()
-			return nil, err
-		}
-		buf.Write(line)
-		buf.WriteByte('\n')
-		chans[i] = make(chan reply, 1)
-		h.waiting[strconv.Itoa(h.nextID)] = chans[i]
 	}
-	h.mu.Unlock()
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
-	_, err := h.stdin.Write(buf.Bytes())
-	return chans, err
+	return h.conn.Send(wire...)
 }
 
-// wait returns the reply on ch, or an error after d or when the worker
+// wait returns the reply to c, or an error after d or when the worker
 // closed its stdout.
-func (h *host) wait(ch chan reply, d time.Duration) (reply, error) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case r, ok := <-ch:
-		if !ok {
-			h.mu.Lock()
-			err := h.readErr
-			h.mu.Unlock()
-			return reply{}, fmt.Errorf("the worker closed its output without replying (read error %v; stderr %q)", err, h.stderr.String())
-		}
-		return r, nil
-	case <-t.C:
-		return reply{}, fmt.Errorf("no reply within %s", d)
+func (h *host) wait(c *workerhost.Call, d time.Duration) (reply, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	r, err := c.Wait(ctx)
+	if err != nil {
+		return reply{}, fmt.Errorf("%w (stderr %q)", err, tail(h.p.Stderr(), 4096))
 	}
+	return r, nil
 }
 
 func (h *host) call(method string, params any, invocation string, d time.Duration) (reply, error) {
-	chans, err := h.send(request{method: method, params: params, invocation: invocation})
+	calls, err := h.send(request{method: method, params: params, invocation: invocation})
 	if err != nil {
 		return reply{}, err
 	}
-	return h.wait(chans[0], d)
+	return h.wait(calls[0], d)
 }
 
 // streamed returns what execute.log delivered for an invocation.
@@ -281,35 +178,15 @@ func (h *host) stop() {
 // hangUp closes the worker's stdin, waits a while for it to exit, then ends
 // it.
 func (h *host) hangUp() {
-	_ = h.stdin.Close()
+	_ = h.p.CloseStdin()
 	select {
-	case <-h.done:
+	case <-h.conn.Done():
 	case <-time.After(10 * time.Second):
 	}
-	_ = h.cmd.Process.Kill()
-	_ = h.cmd.Wait()
+	_ = h.p.Close()
 }
 
-// tailBuffer keeps the last max bytes written (a worker's stderr, for
-// failure messages).
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.buf))
+// tail is the end of s, at most n bytes, for messages.
+func tail(s string, n int) string {
+	return strings.TrimSpace(s[max(0, len(s)-n):])
 }

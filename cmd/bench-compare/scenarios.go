@@ -137,16 +137,16 @@ func acquire(h *host, cfg map[string]any, n int) ([]lease, error) {
 	leases := make([]lease, 0, n)
 	for i, ch := range chans {
 		r, err := h.wait(ch, 5*time.Minute)
-		for attempt := 0; err == nil && r.err != nil && attempt < 3; attempt++ {
+		for attempt := 0; err == nil && r.Error != nil && attempt < 3; attempt++ {
 			r, err = h.call(reqs[i].method, reqs[i].params, "", 5*time.Minute)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("acquire: %w", err)
 		}
-		if r.err != nil {
-			return nil, fmt.Errorf("acquire: %v", r.err)
+		if r.Error != nil {
+			return nil, fmt.Errorf("acquire: %v", r.Error)
 		}
-		res, _ := r.result.(map[string]any)
+		res, _ := r.Result.(map[string]any)
 		id, _ := res["providerLeaseId"].(string)
 		meta, _ := res["metadata"].(map[string]any)
 		leases = append(leases, lease{id: id, metadata: meta, cfg: cfg})
@@ -188,10 +188,10 @@ type outcome struct {
 }
 
 func decodeExecute(r reply, seed maphash.Seed) outcome {
-	if r.err != nil {
-		return outcome{rpcErr: r.err}
+	if r.Error != nil {
+		return outcome{rpcErr: r.Error}
 	}
-	res, _ := r.result.(map[string]any)
+	res, _ := r.Result.(map[string]any)
 	o := outcome{exitCode: fmt.Sprint(res["exitCode"])}
 	for _, f := range []struct {
 		key string
@@ -304,7 +304,7 @@ func (b *bench) executeLatency(runs, n int) error {
 					if o := decodeExecute(r, b.seed); o.rpcErr != nil || o.exitCode != "0" {
 						return 0, fmt.Errorf("execute true: %+v", o)
 					}
-					return r.at.Sub(start), nil
+					return r.At.Sub(start), nil
 				}
 				for i := range 3 {
 					if _, err := one(i); err != nil {
@@ -471,7 +471,7 @@ func (b *bench) relayOnce(scenario string, w worker, out relayOutput) error {
 	if err != nil {
 		return err
 	}
-	elapsed := r.at.Sub(start)
+	elapsed := r.At.Sub(start)
 	cpu1, _ := procCPU(h.pid)
 	written1, _ := procWritten(h.pid)
 	hostCPU1, _ := procCPU(os.Getpid())
@@ -614,9 +614,9 @@ func (b *bench) burstOnce(scenario string, w worker, nLeases, nExecutes int) err
 		if err != nil {
 			return err
 		}
-		done = append(done, r.at.Sub(start).Seconds())
-		if r.at.After(last) {
-			last = r.at
+		done = append(done, r.At.Sub(start).Seconds())
+		if r.At.After(last) {
+			last = r.At
 		}
 		o := decodeExecute(r, b.seed)
 		if o.rpcErr != nil {

@@ -2,46 +2,35 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/paperclipai/daytona-worker/internal/procstat"
+	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
 const initializeLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"manifest":{},"config":{},"instanceInfo":{"instanceId":"bench","hostVersion":"1"},"apiVersion":1}}` + "\n"
 
+// benchProc is a worker read with as little host machinery as there can
+// be: lines scanned from its output as they are.
 type benchProc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Reader
+	*workerhost.Process
+	out *bufio.Reader
 }
 
 func startBenchWorker(b *testing.B) *benchProc {
 	b.Helper()
-	cmd := exec.Command(workerBin)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	return &benchProc{cmd: cmd, stdin: stdin, out: bufio.NewReaderSize(stdout, 1<<20)}
+	p := startWorker(b, nil)
+	return &benchProc{Process: p, out: bufio.NewReaderSize(p.Stdout(), 1<<20)}
 }
 
 func (p *benchProc) initialize(b *testing.B) {
 	b.Helper()
-	if _, err := io.WriteString(p.stdin, initializeLine); err != nil {
+	if _, err := io.WriteString(p, initializeLine); err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i < 2; i++ { // the ready log, then the reply
@@ -52,8 +41,8 @@ func (p *benchProc) initialize(b *testing.B) {
 }
 
 func (p *benchProc) stop() {
-	p.stdin.Close()
-	_ = p.cmd.Wait()
+	_ = p.CloseStdin()
+	_, _ = p.Wait(context.Background())
 }
 
 // BenchmarkColdStart measures process start to the initialize reply.
@@ -79,10 +68,10 @@ func BenchmarkIdleRSS(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		p := startBenchWorker(b)
 		p.initialize(b)
-		io.WriteString(p.stdin, `{"jsonrpc":"2.0","id":2,"method":"health"}`+"\n")
+		io.WriteString(p, `{"jsonrpc":"2.0","id":2,"method":"health"}`+"\n")
 		p.out.ReadString('\n')
 		time.Sleep(50 * time.Millisecond)
-		hwm, cur := procMemory(b, p.cmd.Process.Pid)
+		hwm, cur := procMemory(b, p.Pid())
 		peak, rss = max(peak, hwm), max(rss, cur)
 		p.stop()
 	}
@@ -98,7 +87,7 @@ func BenchmarkHealthRoundTrips(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	go func() {
-		w := bufio.NewWriterSize(p.stdin, 1<<16)
+		w := bufio.NewWriterSize(p, 1<<16)
 		for i := 0; i < b.N; i++ {
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%d,"method":"health","params":{}}`+"\n", i+10)
 		}
@@ -110,7 +99,7 @@ func BenchmarkHealthRoundTrips(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "roundtrips/s")
-	hwm, _ := procMemory(b, p.cmd.Process.Pid)
+	hwm, _ := procMemory(b, p.Pid())
 	b.ReportMetric(hwm, "MiB-peak-rss")
 }
 
@@ -121,7 +110,7 @@ func BenchmarkHealthLatency(b *testing.B) {
 	p.initialize(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		io.WriteString(p.stdin, `{"jsonrpc":"2.0","id":5,"method":"health","params":{}}`+"\n")
+		io.WriteString(p, `{"jsonrpc":"2.0","id":5,"method":"health","params":{}}`+"\n")
 		if _, err := p.out.ReadString('\n'); err != nil {
 			b.Fatal(err)
 		}

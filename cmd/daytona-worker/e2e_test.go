@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,55 +16,36 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
 // session is a hand-driven conversation with a running worker.
 type session struct {
-	t     *testing.T
-	p     *workerProc
-	lines chan string
+	t *testing.T
+	p *workerhost.Process
 }
 
 func newSession(t *testing.T, env []string, args ...string) *session {
 	t.Helper()
-	p := startWorker(t, env, args...)
-	s := &session{t: t, p: p, lines: make(chan string, 8192)}
-	go func() {
-		defer close(s.lines)
-		br := bufio.NewReaderSize(p.stdout, 1<<20)
-		for {
-			line, err := br.ReadString('\n')
-			if line != "" {
-				s.lines <- strings.TrimSuffix(line, "\n")
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return s
+	return &session{t: t, p: startWorker(t, env, args...)}
 }
 
 func (s *session) send(line string) {
 	s.t.Helper()
-	_, err := io.WriteString(s.p.stdin, line+"\n")
-	require.NoError(s.t, err)
+	require.NoError(s.t, s.p.WriteLine([]byte(line)))
 }
 
 // recv reads the next message. The bound only stops a hung worker: a 50 MB
 // line under -race on a heavily loaded machine can take minutes.
 func (s *session) recv() map[string]any {
 	s.t.Helper()
-	select {
-	case line, ok := <-s.lines:
-		require.True(s.t, ok, "worker closed stdout")
-		var m map[string]any
-		require.NoError(s.t, json.Unmarshal([]byte(line), &m), "not JSON: %.300s", line)
-		return m
-	case <-time.After(6 * time.Minute):
-		s.t.Fatal("timed out waiting for the worker")
-		return nil
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	line, err := s.p.ReadLine(ctx)
+	require.NoError(s.t, err)
+	var m map[string]any
+	require.NoError(s.t, json.Unmarshal(line, &m), "not JSON: %.300s", line)
+	return m
 }
 
 func (s *session) initialize() {
@@ -80,10 +61,9 @@ func (s *session) shutDown() string {
 	s.t.Helper()
 	s.send(`{"jsonrpc":"2.0","id":"stop","method":"shutdown"}`)
 	s.recv()
-	code, err := s.p.Wait()
-	require.NoError(s.t, err)
-	require.Equal(s.t, 0, code, "stderr: %s", s.p.stderr.String())
-	return s.p.stderr.String()
+	code := waitExit(s.t, s.p)
+	require.Equal(s.t, 0, code, "stderr: %s", s.p.Stderr())
+	return s.p.Stderr()
 }
 
 // A clean shutdown logs no warning: initialize, then shutdown with the input
@@ -94,15 +74,14 @@ func TestCleanShutdownLogsNoWarning(t *testing.T) {
 	t.Parallel()
 	for range 3 {
 		p := startWorker(t, nil)
-		_, err := io.WriteString(p.stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n"+
+		_, err := io.WriteString(p, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n"+
 			`{"jsonrpc":"2.0","id":2,"method":"shutdown","params":{}}`+"\n")
 		require.NoError(t, err)
-		require.NoError(t, p.stdin.Close())
-		_, _ = io.Copy(io.Discard, p.stdout)
-		code, err := p.Wait()
-		require.NoError(t, err)
+		require.NoError(t, p.CloseStdin())
+		_, _ = io.Copy(io.Discard, p.Stdout())
+		code := waitExit(t, p)
 		require.Equal(t, 0, code)
-		for _, line := range strings.Split(strings.TrimSpace(p.stderr.String()), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(p.Stderr()), "\n") {
 			assert.NotContains(t, line, `"level":"warn"`)
 			assert.NotContains(t, line, `"level":"error"`)
 		}
@@ -116,9 +95,9 @@ func TestFiftyMegabyteLines(t *testing.T) {
 	big := strings.Repeat("a", 50<<20)
 	go func() {
 		// A 50 MB request, a 50 MB malformed line, then a small request.
-		_, _ = io.WriteString(s.p.stdin, `{"jsonrpc":"2.0","id":1,"method":"health","params":{"padding":"`+big+`"}}`+"\n")
-		_, _ = io.WriteString(s.p.stdin, `{"jsonrpc":"2.0","id":2,"method":"health","params":{"padding":"`+big+"\n")
-		_, _ = io.WriteString(s.p.stdin, `{"jsonrpc":"2.0","id":3,"method":"health"}`+"\n")
+		_, _ = io.WriteString(s.p, `{"jsonrpc":"2.0","id":1,"method":"health","params":{"padding":"`+big+`"}}`+"\n")
+		_, _ = io.WriteString(s.p, `{"jsonrpc":"2.0","id":2,"method":"health","params":{"padding":"`+big+"\n")
+		_, _ = io.WriteString(s.p, `{"jsonrpc":"2.0","id":3,"method":"health"}`+"\n")
 	}()
 	assert.EqualValues(t, 1, s.recv()["id"])
 	m := s.recv()
@@ -140,7 +119,7 @@ func TestThousandConcurrentHealthRequests(t *testing.T) {
 			fmt.Fprintf(&b, `{"jsonrpc":"2.0","id":"h-%d","method":"health","params":{}}`+"\n", i)
 		}
 	}
-	go func() { _, _ = io.WriteString(s.p.stdin, b.String()) }()
+	go func() { _, _ = io.WriteString(s.p, b.String()) }()
 	seen := map[string]bool{}
 	inOrder := true
 	for i := 0; i < n; i++ {
@@ -185,14 +164,13 @@ func TestExitsPromptlyOnEOFAndSignals(t *testing.T) {
 			start := time.Now()
 			switch how {
 			case "eof":
-				require.NoError(t, s.p.stdin.Close())
+				require.NoError(t, s.p.CloseStdin())
 			case "SIGTERM":
 				require.NoError(t, s.p.Signal(syscall.SIGTERM))
 			case "SIGINT":
 				require.NoError(t, s.p.Signal(syscall.SIGINT))
 			}
-			code, err := s.p.Wait()
-			require.NoError(t, err)
+			code := waitExit(t, s.p)
 			assert.Equal(t, 0, code)
 			// Reported, not asserted tightly: shared machines are noisy.
 			t.Logf("exited %s after %s", how, time.Since(start))
@@ -212,12 +190,16 @@ func TestStdoutCarriesOnlyProtocolAndSecretsStayOutOfLogs(t *testing.T) {
 	s.recv()
 	s.send(`{"jsonrpc":"2.0","id":4,"method":"shutdown"}`)
 	s.recv()
-	_, err := s.p.Wait()
-	require.NoError(t, err)
-	for line := range s.lines {
+	waitExit(t, s.p)
+	for {
+		line, err := s.p.ReadLine(t.Context())
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF)
+			break
+		}
 		t.Errorf("unexpected stdout line after shutdown: %s", line)
 	}
-	stderr := s.p.stderr.String()
+	stderr := s.p.Stderr()
 	assert.NotContains(t, stderr, secret)
 	assert.NotEmpty(t, stderr, "debug logging writes to stderr")
 	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
@@ -229,10 +211,9 @@ func TestVersionAndHelp(t *testing.T) {
 	t.Parallel()
 	for _, arg := range []string{"--version", "--help", "-h"} {
 		p := startWorker(t, nil, arg)
-		out, err := io.ReadAll(p.stdout)
+		out, err := io.ReadAll(p.Stdout())
 		require.NoError(t, err)
-		code, err := p.Wait()
-		require.NoError(t, err)
+		code := waitExit(t, p)
 		assert.Equal(t, 0, code, arg)
 		if arg == "--version" {
 			assert.Regexp(t, `^daytona-worker \S+\n$`, string(out))
@@ -241,10 +222,9 @@ func TestVersionAndHelp(t *testing.T) {
 		}
 	}
 	p := startWorker(t, nil, "--log-level", "loud")
-	code, err := p.Wait()
-	require.NoError(t, err)
+	code := waitExit(t, p)
 	assert.Equal(t, 2, code)
-	assert.Contains(t, p.stderr.String(), "unknown log level")
+	assert.Contains(t, p.Stderr(), "unknown log level")
 }
 
 // TestLogLevelFromTheEnvironment: the host starts the worker without flags,
@@ -274,10 +254,9 @@ func TestLogLevelFromTheEnvironment(t *testing.T) {
 		})
 	}
 	p := startWorker(t, []string{"DAYTONA_WORKER_LOG_LEVEL=loud"})
-	code, err := p.Wait()
-	require.NoError(t, err)
+	code := waitExit(t, p)
 	assert.Equal(t, 2, code)
-	assert.Contains(t, p.stderr.String(), `unknown log level "loud"`)
+	assert.Contains(t, p.Stderr(), `unknown log level "loud"`)
 }
 
 // TestMaxMessageCharsMustBeACount: a line limit the worker cannot use stops
@@ -294,10 +273,9 @@ func TestMaxMessageCharsMustBeACount(t *testing.T) {
 		{env: []string{"DAYTONA_WORKER_MAX_MESSAGE_CHARS=lots"}, value: "lots"},
 	} {
 		p := startWorker(t, tt.env, tt.args...)
-		code, err := p.Wait()
-		require.NoError(t, err)
+		code := waitExit(t, p)
 		assert.Equal(t, 2, code, "%v %v", tt.env, tt.args)
-		assert.Contains(t, p.stderr.String(), `must be a whole number of at least 1, not "`+tt.value+`"`)
+		assert.Contains(t, p.Stderr(), `must be a whole number of at least 1, not "`+tt.value+`"`)
 	}
 }
 
@@ -339,8 +317,7 @@ func TestCPUProfileIsWrittenOnShutdown(t *testing.T) {
 	s.initialize()
 	s.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown"}`)
 	s.recv()
-	_, err := s.p.Wait()
-	require.NoError(t, err)
+	waitExit(t, s.p)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Greater(t, len(data), 2)
@@ -358,8 +335,7 @@ func TestRecordWritesAReplayableTranscript(t *testing.T) {
 	s.recv()
 	s.send(`{"jsonrpc":"2.0","id":3,"method":"shutdown"}`)
 	s.recv()
-	_, err := s.p.Wait()
-	require.NoError(t, err)
+	waitExit(t, s.p)
 
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)

@@ -136,7 +136,7 @@ func BenchmarkExecuteOverhead(b *testing.B) {
 	}
 
 	var viaWorker, direct, overhead []time.Duration
-	cpu0 := procCPU(b, h.pid)
+	cpu0 := procCPU(b, h.w.Pid())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
@@ -154,7 +154,7 @@ func BenchmarkExecuteOverhead(b *testing.B) {
 		viaWorker, direct, overhead = append(viaWorker, w), append(direct, d), append(overhead, w-d)
 	}
 	b.StopTimer()
-	workerCPU := procCPU(b, h.pid) - cpu0
+	workerCPU := procCPU(b, h.w.Pid()) - cpu0
 	for _, s := range [][]time.Duration{viaWorker, direct, overhead} {
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	}
@@ -261,7 +261,7 @@ func BenchmarkExecuteRelay(b *testing.B) {
 		b.StopTimer()
 		h := startHost(b, hostOptions{hashResults: true, args: workerProfileArgs(i), env: benchWorkerEnv()})
 		l := h.acquire(leaseConfig(env, ""))
-		cpu0 := procCPU(b, h.pid)
+		cpu0 := procCPU(b, h.w.Pid())
 		b.StartTimer()
 		start := time.Now()
 		busy0 := machineCPU(b)
@@ -271,11 +271,11 @@ func BenchmarkExecuteRelay(b *testing.B) {
 		busyRelay += machineCPU(b).BusySince(busy0)
 		b.StopTimer()
 		tail += h.replyTime(p).Sub(r.Log.lastAt)
-		workerCPU += procCPU(b, h.pid) - cpu0
+		workerCPU += procCPU(b, h.w.Pid()) - cpu0
 		if r.Err != nil || r.StdoutSum == nil || r.StdoutSum.Sum != wantSum || r.Log.outHash.sum() != wantSum {
 			b.Fatalf("output mismatch: err %v, result %+v, execute.log %d bytes, want %d bytes", r.Err, r.StdoutSum, r.Log.outHash.n, size)
 		}
-		hwm, _ := procMemory(b, h.pid)
+		hwm, _ := procMemory(b, h.w.Pid())
 		peak = max(peak, hwm)
 		notifications += r.Log.chunks
 
@@ -336,13 +336,31 @@ func startInProcessHost(b *testing.B, opts hostOptions) *host {
 	b.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	done := make(chan int, 1)
+	w := &inProcessWorker{PipeWriter: inW, done: make(chan int, 1)}
 	go func() {
 		code := run(nil, inR, outW, io.Discard)
 		outW.Close()
-		done <- code
+		w.done <- code
 	}()
-	return newHost(b, inW, outR, func() (int, error) { return <-done, nil }, 0, opts)
+	return newHost(b, w, outR, opts)
+}
+
+// inProcessWorker is the worker run by startInProcessHost.
+type inProcessWorker struct {
+	*io.PipeWriter
+	done chan int
+}
+
+func (w *inProcessWorker) CloseStdin() error { return w.Close() }
+func (w *inProcessWorker) Pid() int          { return 0 }
+
+func (w *inProcessWorker) Wait(ctx context.Context) (int, error) {
+	select {
+	case code := <-w.done:
+		return code, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 }
 
 // BenchmarkExecuteRelayInProcess is BenchmarkExecuteRelay with the worker in
@@ -464,7 +482,7 @@ func BenchmarkExecuteBurst(b *testing.B) {
 	env := benchEmulator(b, emulator.Options{})
 	for i := 0; i < b.N; i++ {
 		h := startHost(b, hostOptions{args: workerProfileArgs(i), env: benchWorkerEnv()})
-		runBurst(b, h, env, h.pid, "")
+		runBurst(b, h, env, h.w.Pid(), "")
 		h.shutdown()
 	}
 }
@@ -532,7 +550,7 @@ func BenchmarkIdleRSSAfterBurst(b *testing.B) {
 	never := false
 	for i := 0; i < b.N; i++ {
 		h := startHost(b, hostOptions{hashResults: true})
-		_, rss0 := procMemory(b, h.pid)
+		_, rss0 := procMemory(b, h.w.Pid())
 		fresh = max(fresh, rss0)
 		l := h.acquire(leaseConfig(env, ""))
 		var reqs []request
@@ -550,12 +568,12 @@ func BenchmarkIdleRSSAfterBurst(b *testing.B) {
 			}
 		}
 		end := time.Now()
-		hwm, _ := procMemory(b, h.pid)
+		hwm, _ := procMemory(b, h.w.Pid())
 		peak = max(peak, hwm)
 		took := -1.0
 		var rss float64
 		for time.Since(end) < 10*time.Second {
-			_, rss = procMemory(b, h.pid)
+			_, rss = procMemory(b, h.w.Pid())
 			if os.Getenv("DAYTONA_BENCH_IDLE_TRACE") != "" {
 				b.Logf("%5.2fs %6.1f MiB", time.Since(end).Seconds(), rss)
 			}

@@ -7,8 +7,8 @@ package main
 // emulator manipulation in the middle of a request.
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -33,6 +33,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/internal/jsonstream"
 	"github.com/paperclipai/daytona-worker/internal/testutil"
+	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
 // ---- digests of large outputs ----
@@ -54,31 +55,30 @@ func digestOf(p []byte) uint64 { return maphash.Bytes(digestSeed, p) }
 
 // ---- the host ----
 
-// host drives one worker as Paperclip's host does: requests carry ids and
-// invocation ids, replies are routed back by id, and execute.log
-// notifications are collected per invocation.
+// host drives one worker as Paperclip's host does, on a workerhost.Conn:
+// requests carry ids and invocation ids, and execute.log notifications are
+// collected per invocation.
 type host struct {
-	t      testing.TB
-	stdin  io.WriteCloser
-	stdout io.Reader
-	wait   func() (int, error) // the worker's exit code
-	pid    int                 // 0 when the worker runs in this process
+	t    testing.TB
+	w    hostWorker
+	conn *workerhost.Conn
 
 	mu          sync.Mutex
-	waiting     map[string]chan reply
 	invocations map[string]*invocationLog
-	byRequest   map[string]string // request id → invocation id
-	repliedAt   map[string]time.Time
 	unexpected  []string
-	readErr     error
-	readDone    chan struct{}
-	writeMu     sync.Mutex
-	nextID      atomic.Int64
 	hashResults bool
-	onReply     map[string]func(reply) // run under mu as the reply is read (a route binding)
-	terms       *terminalRoutes        // login PTY and duplex routes, as the host keeps them
-	spans       []hostSpan             // span.record calls, in arrival order
-	meter       *lineMeter             // with hostOptions.meterLines
+	terms       *terminalRoutes // login PTY and duplex routes, as the host keeps them
+	spans       []hostSpan      // span.record calls, in arrival order
+	meter       *lineMeter      // with hostOptions.meterLines
+}
+
+// hostWorker is the worker a host drives: a workerhost.Process, or the
+// worker run in this process on pipes.
+type hostWorker interface {
+	io.Writer
+	CloseStdin() error
+	Wait(ctx context.Context) (int, error)
+	Pid() int // 0 in this process
 }
 
 // lineMeter passes the worker's output through, measuring its lines in
@@ -114,11 +114,7 @@ type hostSpan struct {
 	Record     map[string]any
 }
 
-type reply struct {
-	Result any
-	Error  map[string]any
-	At     time.Time
-}
+type reply = workerhost.Reply
 
 // invocationLog is what execute.log delivered for one invocation.
 type invocationLog struct {
@@ -175,152 +171,123 @@ type hostOptions struct {
 func startHost(t testing.TB, opts hostOptions) *host {
 	t.Helper()
 	p := startWorker(t, opts.env, opts.args...)
-	return newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, opts)
+	return newHost(t, p, p.Stdout(), opts)
 }
 
-// newHost initializes the worker behind stdin/stdout and serves its output.
-func newHost(t testing.TB, stdin io.WriteCloser, stdout io.Reader, wait func() (int, error), pid int, opts hostOptions) *host {
+// newHost initializes the worker that writes to w and whose output is
+// stdout, and serves that output.
+func newHost(t testing.TB, w hostWorker, stdout io.Reader, opts hostOptions) *host {
 	t.Helper()
 	var meter *lineMeter
 	if opts.meterLines {
 		meter = &lineMeter{r: stdout}
 		stdout = meter
 	}
-	h := &host{meter: meter,
-		t: t, stdin: stdin, stdout: stdout, wait: wait, pid: pid, waiting: map[string]chan reply{},
-		invocations: map[string]*invocationLog{}, byRequest: map[string]string{}, repliedAt: map[string]time.Time{},
-		readDone: make(chan struct{}), hashResults: opts.hashResults,
-		onReply: map[string]func(reply){}, terms: newTerminalRoutes(),
+	h := &host{t: t, w: w, meter: meter, invocations: map[string]*invocationLog{},
+		hashResults: opts.hashResults, terms: newTerminalRoutes()}
+	o := workerhost.Options{
+		NewID:     func(n int64) any { return fmt.Sprintf("r-%d", n) },
+		Notify:    h.notify,
+		Serve:     h.serve,
+		Unmatched: func(m workerhost.Message) { h.surprise("reply to an id nobody waits for: %.300v", map[string]any(m)) },
+		NewDigest: func() hash.Hash64 { return newDigest() },
+		// Output chunks come in the reader's memory and are copied only
+		// where kept (the relay benchmark's host then allocates nothing
+		// per chunk).
+		Raw: func(p []string) bool { return len(p) == 2 && p[0] == "params" && p[1] == "chunk" },
 	}
-	go h.read()
+	if opts.hashResults {
+		o.Hash = func(p []string) bool {
+			return len(p) == 2 && p[0] == "result" && (p[1] == "stdout" || p[1] == "stderr")
+		}
+	}
+	h.conn = workerhost.NewConn(w, stdout, o)
 	res := h.call("initialize", map[string]any{"manifest": map[string]any{}, "config": map[string]any{},
 		"instanceInfo": map[string]any{"instanceId": "t", "hostVersion": "1"}, "apiVersion": 1}, "").wait()
 	require.Nil(t, res.Error)
 	return h
 }
 
-func (h *host) read() {
-	defer close(h.readDone)
-	r := jsonstream.NewReader(bufio.NewReaderSize(h.stdout, 4<<20))
-	r.NewDigest = func() hash.Hash64 { return newDigest() }
-	// Output chunks come in the reader's memory and are copied only where
-	// kept (the relay benchmark's host then allocates nothing per chunk).
-	r.Raw = func(p []string) bool { return len(p) == 2 && p[0] == "params" && p[1] == "chunk" }
-	if h.hashResults {
-		r.Hash = func(p []string) bool {
-			return len(p) == 2 && p[0] == "result" && (p[1] == "stdout" || p[1] == "stderr")
-		}
+func (h *host) surprise(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unexpected = append(h.unexpected, fmt.Sprintf(format, args...))
+}
+
+// serve answers the worker's own requests: span.record is the only one.
+func (h *host) serve(m workerhost.Message) (any, *workerhost.Error) {
+	if m.Method() != "span.record" {
+		h.surprise("unexpected request %.300v", map[string]any(m))
+		return nil, &workerhost.Error{Code: -32601, Message: "not served by the test host"}
 	}
-	for {
-		v, err := r.Next()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				h.mu.Lock()
-				h.readErr = err
-				h.mu.Unlock()
-			}
-			h.mu.Lock()
-			for id, ch := range h.waiting {
-				close(ch)
-				delete(h.waiting, id)
-			}
-			h.mu.Unlock()
-			return
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.spans = append(h.spans, hostSpan{Invocation: m.Invocation(), Record: m.Params()})
+	return nil, nil
+}
+
+func (h *host) notify(m workerhost.Message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	method, params := m.Method(), m.Params()
+	switch method {
+	case "log":
+	case "span.record":
+		h.spans = append(h.spans, hostSpan{Invocation: m.Invocation(), Record: params})
+	case "loginPty.output", "loginPty.exit", "duplexChannel.data", "duplexChannel.exit":
+		if _, has := m["paperclipInvocationId"]; has {
+			h.unexpected = append(h.unexpected, fmt.Sprintf("%s carries an invocation id", method))
 		}
-		h.dispatch(v)
+		if b, ok := params["chunk"].(jsonstream.Bytes); ok {
+			// Read as Raw (see newHost); terminals keep their chunks.
+			params["chunk"] = string(b)
+		}
+		h.terms.notify(method, params)
+	case "execute.log":
+		h.executeLog(m.Invocation(), params)
+	default:
+		h.unexpected = append(h.unexpected, fmt.Sprintf("unexpected message %.300v", map[string]any(m)))
 	}
 }
 
-func (h *host) dispatch(v any) {
-	m, _ := v.(map[string]any)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if id, ok := m["id"].(string); ok {
-		ch := h.waiting[id]
-		delete(h.waiting, id)
-		h.repliedAt[id] = time.Now()
-		if inv := h.byRequest[id]; inv != "" {
-			h.logLocked(inv).replied = true
-		}
-		if ch == nil {
-			h.unexpected = append(h.unexpected, fmt.Sprintf("reply to unknown id %q", id))
-			return
-		}
-		r := reply{Result: m["result"], At: time.Now()}
-		if e, ok := m["error"].(map[string]any); ok {
-			r.Error = e
-		}
-		if fn := h.onReply[id]; fn != nil {
-			delete(h.onReply, id)
-			fn(r)
-		}
-		ch <- r
-		return
+// executeLog records one execute.log notification, under h.mu.
+func (h *host) executeLog(inv string, params map[string]any) {
+	stream, _ := params["stream"].(string)
+	chunk, _ := params["chunk"].(jsonstream.Bytes)
+	l := h.logLocked(inv)
+	if inv == "" {
+		h.unexpected = append(h.unexpected, "execute.log without paperclipInvocationId")
 	}
-	switch m["method"] {
-	case "log":
-		return
-	case "span.record":
-		inv, _ := m["paperclipInvocationId"].(string)
-		params, _ := m["params"].(map[string]any)
-		h.spans = append(h.spans, hostSpan{Invocation: inv, Record: params})
-		if id, ok := m["id"]; ok {
-			line, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": nil})
-			go h.writeLine(append(line, '\n'))
-		}
-	case "loginPty.output", "loginPty.exit", "duplexChannel.data", "duplexChannel.exit":
-		params, _ := m["params"].(map[string]any)
-		if _, has := m["paperclipInvocationId"]; has {
-			h.unexpected = append(h.unexpected, fmt.Sprintf("%s carries an invocation id", m["method"]))
-		}
-		if b, ok := params["chunk"].(jsonstream.Bytes); ok {
-			// Read as Raw (see read); terminals keep their chunks.
-			params["chunk"] = string(b)
-		}
-		h.terms.notify(m["method"].(string), params)
-		return
-	case "execute.log":
-		inv, _ := m["paperclipInvocationId"].(string)
-		params, _ := m["params"].(map[string]any)
-		stream, _ := params["stream"].(string)
-		chunk, _ := params["chunk"].(jsonstream.Bytes)
-		l := h.logLocked(inv)
-		if inv == "" {
-			h.unexpected = append(h.unexpected, "execute.log without paperclipInvocationId")
-		}
-		if l.replied {
-			l.afterReply++
-		}
-		l.lastAt = time.Now()
-		if l.chunks == 0 {
-			l.firstAt = l.lastAt
-		}
-		l.chunks++
-		// UTF-16 units never outnumber UTF-8 bytes: only a chunk that could
-		// break the host's limit needs counting.
-		units := len(chunk)
-		if units >= 1_000_000 {
-			units = utf16Len(string(chunk))
-		}
-		l.maxChunkUnits = max(l.maxChunkUnits, units)
-		if len(chunk) == 0 {
-			h.unexpected = append(h.unexpected, "empty execute.log chunk for "+inv)
-		}
-		switch {
-		case stream == "stdout" && l.hashed:
-			l.outHash.write(chunk)
-			l.outPieces = append(l.outPieces, loggedPiece{n: len(chunk), sum: digestOf(chunk), head: string(chunk[:min(128, len(chunk))])})
-		case stream == "stdout":
-			l.stdout.Write(chunk)
-		case stream == "stderr" && l.hashed:
-			l.errHash.write(chunk)
-		case stream == "stderr":
-			l.stderr.Write(chunk)
-		default:
-			h.unexpected = append(h.unexpected, "execute.log with stream "+stream)
-		}
+	if l.replied {
+		l.afterReply++
+	}
+	l.lastAt = time.Now()
+	if l.chunks == 0 {
+		l.firstAt = l.lastAt
+	}
+	l.chunks++
+	// UTF-16 units never outnumber UTF-8 bytes: only a chunk that could
+	// break the host's limit needs counting.
+	units := len(chunk)
+	if units >= 1_000_000 {
+		units = utf16Len(string(chunk))
+	}
+	l.maxChunkUnits = max(l.maxChunkUnits, units)
+	if len(chunk) == 0 {
+		h.unexpected = append(h.unexpected, "empty execute.log chunk for "+inv)
+	}
+	switch {
+	case stream == "stdout" && l.hashed:
+		l.outHash.write(chunk)
+		l.outPieces = append(l.outPieces, loggedPiece{n: len(chunk), sum: digestOf(chunk), head: string(chunk[:min(128, len(chunk))])})
+	case stream == "stdout":
+		l.stdout.Write(chunk)
+	case stream == "stderr" && l.hashed:
+		l.errHash.write(chunk)
+	case stream == "stderr":
+		l.stderr.Write(chunk)
 	default:
-		h.unexpected = append(h.unexpected, fmt.Sprintf("unexpected message %.300v", m))
+		h.unexpected = append(h.unexpected, "execute.log with stream "+stream)
 	}
 }
 
@@ -359,10 +326,9 @@ func (h *host) logs(inv string) (stdout, stderr string, l invocationLog) {
 
 // pending is a request in flight.
 type pending struct {
-	h      *host
-	id     string
-	method string
-	ch     chan reply
+	h         *host
+	call      *workerhost.Call
+	repliedAt time.Time // under h.mu
 }
 
 // rawParams are params already encoded as JSON.
@@ -374,13 +340,6 @@ type request struct {
 	invocation  string
 	traceparent string
 	onReply     func(reply) // run under h.mu as the reply is read
-}
-
-// writeLine writes one raw line to the worker.
-func (h *host) writeLine(line []byte) {
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
-	_, _ = h.stdin.Write(line)
 }
 
 // recordedSpans returns the span.record calls made for an invocation.
@@ -396,54 +355,41 @@ func (h *host) recordedSpans(inv string) []map[string]any {
 	return out
 }
 
-// line encodes a request; the id is fresh.
-func (h *host) prepare(req request) (*pending, []byte) {
-	h.t.Helper()
-	id := fmt.Sprintf("r-%d", h.nextID.Add(1))
-	var line []byte
-	if raw, ok := req.params.(rawParams); ok && req.invocation == "" {
-		// Written as it is: encoding/json would scan a large payload again.
-		line = fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%q,"method":%q,"params":%s}`, id, req.method, raw)
-	} else {
-		msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": req.method, "params": req.params}
-		if req.invocation != "" {
-			inv := map[string]any{"id": req.invocation, "scope": map[string]any{"companyId": "c-1"}}
-			if req.traceparent != "" {
-				inv["traceparent"] = req.traceparent
-			}
-			msg["paperclipInvocation"] = inv
-		}
-		var err error
-		line, err = json.Marshal(msg)
-		require.NoError(h.t, err)
-	}
-	p := &pending{h: h, id: id, method: req.method, ch: make(chan reply, 1)}
-	h.mu.Lock()
-	h.waiting[id] = p.ch
-	if req.invocation != "" {
-		h.byRequest[id] = req.invocation
-	}
-	if req.onReply != nil {
-		h.onReply[id] = req.onReply
-	}
-	h.mu.Unlock()
-	return p, append(line, '\n')
-}
-
 // send writes requests in one write, as a host with many runs would.
 func (h *host) send(reqs ...request) []*pending {
 	h.t.Helper()
-	var buf bytes.Buffer
-	out := make([]*pending, 0, len(reqs))
-	for _, r := range reqs {
-		p, line := h.prepare(r)
-		buf.Write(line)
-		out = append(out, p)
+	out := make([]*pending, len(reqs))
+	wire := make([]workerhost.Request, len(reqs))
+	for i, r := range reqs {
+		p := &pending{h: h}
+		out[i] = p
+		wire[i] = workerhost.Request{Method: r.method, Params: r.params, OnReply: func(rep reply) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			p.repliedAt = rep.At
+			if r.invocation != "" {
+				h.logLocked(r.invocation).replied = true
+			}
+			if r.onReply != nil {
+				r.onReply(rep)
+			}
+		}}
+		if raw, ok := r.params.(rawParams); ok {
+			wire[i].Params = json.RawMessage(raw)
+		}
+		if r.invocation != "" {
+			inv := map[string]any{"id": r.invocation, "scope": map[string]any{"companyId": "c-1"}}
+			if r.traceparent != "" {
+				inv["traceparent"] = r.traceparent
+			}
+			wire[i].Members = map[string]any{"paperclipInvocation": inv}
+		}
 	}
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
-	_, err := h.stdin.Write(buf.Bytes())
+	calls, err := h.conn.Send(wire...)
 	require.NoError(h.t, err)
+	for i, c := range calls {
+		out[i].call = c
+	}
 	return out
 }
 
@@ -460,41 +406,52 @@ func (p *pending) wait() reply {
 
 func (p *pending) waitFor(d time.Duration) reply {
 	p.h.t.Helper()
-	select {
-	case r, ok := <-p.ch:
-		if !ok {
-			p.h.mu.Lock()
-			err := p.h.readErr
-			p.h.mu.Unlock()
-			p.h.t.Fatalf("%s %s: the worker closed stdout without replying (read error: %v)", p.method, p.id, err)
-		}
-		return r
-	case <-time.After(d):
-		p.h.t.Fatalf("%s %s: no reply within %s", p.method, p.id, d)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	r, err := p.call.Wait(ctx)
+	if err != nil {
+		p.h.t.Fatal(err)
 	}
-	return reply{}
+	return r
 }
 
 // replyTime is when the reply to p arrived (zero if it has not).
 func (h *host) replyTime(p *pending) time.Time {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.repliedAt[p.id]
+	return p.repliedAt
 }
 
 // checkClean fails the test on protocol surprises seen so far.
 func (h *host) checkClean() {
 	h.t.Helper()
+	assert.NoError(h.t, h.conn.Err())
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	assert.Empty(h.t, h.unexpected, "unexpected traffic from the worker")
 	assert.Empty(h.t, h.terms.violations, "traffic for which the host would retire the worker")
 	assert.Empty(h.t, h.terms.anomalies, "terminal frames the host would drop or end a route for")
-	assert.NoError(h.t, h.readErr)
 	for inv, l := range h.invocations {
 		assert.Zero(h.t, l.afterReply, "execute.log of %s after its reply", inv)
 		assert.Less(h.t, l.maxChunkUnits, 1_000_000, "an execute.log chunk of %s exceeds the host's limit", inv)
 	}
+}
+
+// hangUp closes the worker's input, reads its output to the end and
+// returns its exit code.
+func (h *host) hangUp() int {
+	h.t.Helper()
+	_ = h.w.CloseStdin()
+	select {
+	case <-h.conn.Done():
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("the worker did not close stdout")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, err := h.w.Wait(ctx)
+	require.NoError(h.t, err)
+	return code
 }
 
 // shutdown ends the worker cleanly.
@@ -502,16 +459,7 @@ func (h *host) shutdown() {
 	h.t.Helper()
 	r := h.call("shutdown", map[string]any{}, "").wait()
 	assert.Nil(h.t, r.Error)
-	_ = h.stdin.Close()
-	// Read to EOF before Wait, which closes the pipe.
-	select {
-	case <-h.readDone:
-	case <-time.After(30 * time.Second):
-		h.t.Fatal("the worker did not close stdout after shutdown")
-	}
-	code, err := h.wait()
-	require.NoError(h.t, err)
-	assert.Equal(h.t, 0, code)
+	assert.Equal(h.t, 0, h.hangUp())
 	h.checkClean()
 }
 
@@ -1348,7 +1296,7 @@ func TestExecuteResultFitsTheHostsLineLimit(t *testing.T) {
 	env := startEmulator(t, emulator.Options{})
 	// As a host whose limit was lowered starts it: without flags.
 	p := startWorker(t, []string{"DAYTONA_WORKER_MAX_MESSAGE_CHARS=" + strconv.Itoa(limit)})
-	h := newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, hostOptions{meterLines: true})
+	h := newHost(t, p, p.Stdout(), hostOptions{meterLines: true})
 	l := h.acquire(leaseConfig(env, ""))
 	const lines = 20000 // about 190 KB
 	script := `i=0; while [ $i -lt ` + strconv.Itoa(lines) + ` ]; do echo "line $i"; i=$((i+1)); done >&%d; echo done >&%d`
@@ -1405,7 +1353,7 @@ func TestExecuteResultFitsTheHostsLineLimit(t *testing.T) {
 	assert.Equal(t, "small\n", r.Stdout)
 	finish(t, h, env, l)
 	assert.LessOrEqual(t, h.meter.longest.Load(), int64(limit), "no line the worker wrote is longer than the host reads")
-	assert.Contains(t, p.stderr.String(), "an execute result is cut to the start and the end of its output")
+	assert.Contains(t, p.Stderr(), "an execute result is cut to the start and the end of its output")
 }
 
 // TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit: the result of a
@@ -1417,7 +1365,7 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 	const limit = 1 << 20
 	env := startEmulator(t, emulator.Options{})
 	p := startWorker(t, []string{"DAYTONA_WORKER_MAX_MESSAGE_CHARS=" + strconv.Itoa(limit)})
-	h := newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, hostOptions{hashResults: true, meterLines: true})
+	h := newHost(t, p, p.Stdout(), hostOptions{hashResults: true, meterLines: true})
 	l := h.acquire(leaseConfig(env, ""))
 	line := "a line of output that a runaway loop prints again and again and again and again and again\n"
 	// Enough to drop a middle in make test; in make test-long (run without
@@ -1427,9 +1375,9 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 		total = 96_000_000
 	}
 	size := len(line) * (total / len(line)) // whole lines
-	before := procRSS(t, p.cmd.Process.Pid, "VmRSS:")
+	before := procRSS(t, p.Pid(), "VmRSS:")
 	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf("yes '%s' | head -c %d", strings.TrimSuffix(line, "\n"), size)}})
-	peak := procRSS(t, p.cmd.Process.Pid, "VmHWM:")
+	peak := procRSS(t, p.Pid(), "VmHWM:")
 	requireResult(t, r)
 	assert.Equal(t, "0", r.exit())
 	full := strings.Repeat(line, size/len(line))

@@ -1,19 +1,19 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
 var update = flag.Bool("update", false, "rewrite transcript expectations from what the worker writes")
@@ -59,66 +59,47 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// workerProc is one running daytona-worker.
-type workerProc struct {
-	*transcript.ExecProcess
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout io.ReadCloser
-	stderr *syncBuffer
-}
-
 // startWorker starts the binary with a minimal environment, as the host's
-// worker manager does.
-func startWorker(t testing.TB, env []string, args ...string) *workerProc {
+// worker manager does; the test's end kills it if it still runs.
+func startWorker(t testing.TB, env []string, args ...string) *workerhost.Process {
 	t.Helper()
 	return startWorkerBinary(t, workerBin, env, args...)
 }
 
 // startWorkerBinary is startWorker with another build of the worker.
-func startWorkerBinary(t testing.TB, bin string, env []string, args ...string) *workerProc {
+func startWorkerBinary(t testing.TB, bin string, env []string, args ...string) *workerhost.Process {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "TZ=UTC"}, env...)
-	stdin, err := cmd.StdinPipe()
+	p, err := workerhost.Start(context.Background(), workerhost.Command{Path: bin, Args: args, Env: env})
 	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &workerProc{ExecProcess: &transcript.ExecProcess{Cmd: cmd}, cmd: cmd, stdin: stdin, stdout: stdout, stderr: &syncBuffer{}}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		_, _ = p.Wait()
+		_ = p.Close()
 		if t.Failed() {
-			t.Logf("worker stderr:\n%s", p.stderr.String())
+			t.Logf("worker stderr:\n%s", p.Stderr())
 		}
 	})
 	return p
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// waitExit waits for the worker to exit and returns its exit code.
+func waitExit(t testing.TB, p *workerhost.Process) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+// playerProcess adapts a workerhost.Process to the transcript player: its
+// Stdin (Close closes the worker's stdin) and its Process.
+type playerProcess struct{ *workerhost.Process }
 
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func (p playerProcess) Close() error       { return p.CloseStdin() }
+func (p playerProcess) Wait() (int, error) { return p.Process.Wait(context.Background()) }
 
 // playTranscript replays a transcript file against a fresh worker and, with
 // -update, rewrites its expectations.
@@ -135,7 +116,7 @@ func playTranscriptWithHooks(t *testing.T, path string, vars transcript.Vars, ho
 		t.Fatal(err)
 	}
 	p := startWorker(t, env, args...)
-	player := &transcript.Player{Stdin: p.stdin, Stdout: p.stdout, Process: p, Vars: vars, Update: *update, Hooks: hooks}
+	player := &transcript.Player{Stdin: playerProcess{p}, Stdout: p.Stdout(), Process: playerProcess{p}, Vars: vars, Update: *update, Hooks: hooks}
 	out, err := player.Play(steps)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)

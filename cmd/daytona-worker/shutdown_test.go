@@ -40,17 +40,16 @@ func TestStopDuringAcquireDeletesItsSandbox(t *testing.T) {
 				assert.Equal(t, "stop", stop["id"])
 				assert.Contains(t, stop, "result")
 			case "eof":
-				require.NoError(t, s.p.stdin.Close())
+				require.NoError(t, s.p.CloseStdin())
 			}
-			code, err := s.p.Wait()
-			require.NoError(t, err)
+			code := waitExit(t, s.p)
 			assert.Equal(t, 0, code)
 			took := time.Since(start)
 			t.Logf("exited after %s", took)
 			assert.Less(t, took, 8*time.Second, "past what the host's drain allows, with a margin")
 
 			for _, sb := range env.Server.Sandboxes() {
-				assert.Equal(t, "destroyed", sb.DesiredState, "sandbox %s (%s) left behind; stderr: %s", sb.ID, sb.State, s.p.stderr.String())
+				assert.Equal(t, "destroyed", sb.DesiredState, "sandbox %s (%s) left behind; stderr: %s", sb.ID, sb.State, s.p.Stderr())
 			}
 			require.NoError(t, waitForNoSandboxes(env, 10*time.Second))
 		})
@@ -86,9 +85,7 @@ func TestShutdownAnswersAnExecuteWhoseCleanupIsSlow(t *testing.T) {
 			if !exec.IsZero() {
 				assert.False(t, exec.After(r.At), "the execute's reply came after the shutdown's")
 			}
-			_ = h.stdin.Close()
-			<-h.readDone
-			_, _ = h.wait()
+			h.hangUp()
 			h.mu.Lock()
 			assert.Empty(t, h.unexpected, "a second reply, or another surprise")
 			h.mu.Unlock()

@@ -7,28 +7,26 @@ package main
 // broken invariant with the seed that reproduces it.
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/paperclipai/daytona-worker/internal/workerhost"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
 // soakHost is one running worker as the host sees it.
 type soakHost struct {
 	r        *soakRun
-	p        *workerProc
+	p        *workerhost.Process
+	conn     *workerhost.Conn
 	epoch    int
 	stopping atomic.Bool // shutdown was sent: calls in flight may be cancelled
-
-	writeMu sync.Mutex
 
 	mu       sync.Mutex
 	nextID   int
@@ -42,8 +40,7 @@ type soakHost struct {
 	nullReplies, nullExpected int
 	// deaf: the host closed the worker's input, and with it stopped
 	// waiting for replies (at the end of input the worker owes none).
-	deaf     bool
-	readDone chan struct{}
+	deaf bool
 }
 
 type soakCall struct {
@@ -51,8 +48,9 @@ type soakCall struct {
 	method  string
 	inv     string
 	sent    time.Time
-	ch      chan soakReply // gets the reply, or is closed when the worker's output ends without one
+	call    *workerhost.Call
 	onReply func(soakReply)
+	rep     soakReply // set on the reading goroutine as the reply is read
 }
 
 type soakReply struct {
@@ -94,12 +92,16 @@ type soakRoute struct {
 	changed         chan struct{}
 }
 
-var errNoReply = errors.New("the worker's output ended without a reply")
+var errNoReply = workerhost.ErrNoReply
 
-func newSoakHost(r *soakRun, p *workerProc, epoch int) *soakHost {
+func newSoakHost(r *soakRun, p *workerhost.Process, epoch int) *soakHost {
 	h := &soakHost{r: r, p: p, epoch: epoch, pending: map[string]*soakCall{}, answered: map[string]bool{},
-		invs: map[string]*soakInv{}, routes: map[string]*soakRoute{}, readDone: make(chan struct{})}
-	go h.read()
+		invs: map[string]*soakInv{}, routes: map[string]*soakRoute{}}
+	h.conn = workerhost.NewConn(p, p.Stdout(), workerhost.Options{
+		Notify:    h.notification,
+		Serve:     h.serve,
+		Unmatched: h.unmatched,
+	})
 	return h
 }
 
@@ -107,249 +109,219 @@ func (h *soakHost) fail(format string, args ...any) {
 	h.r.fail("worker %d: "+format, append([]any{h.epoch}, args...)...)
 }
 
-func (h *soakHost) read() {
-	defer close(h.readDone)
-	br := bufio.NewReaderSize(h.p.stdout, 1<<20)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			if line[len(line)-1] != '\n' {
-				h.fail("stdout ended inside a line: %.300q", line)
-			} else {
-				h.handle(line[:len(line)-1])
-			}
-		}
-		if err != nil {
-			h.mu.Lock()
-			for id, c := range h.pending {
-				if !h.deaf {
-					h.fail("no reply to %s %s (sent %s before the worker's output ended)", c.method, c.id, time.Since(c.sent).Round(time.Millisecond))
-				}
-				close(c.ch)
-				delete(h.pending, id)
-			}
-			h.mu.Unlock()
-			return
-		}
-	}
-}
-
-// soakMessage is any line the worker writes. json.RawMessage members tell
-// a member that is null ("null") from one that is absent (nil).
-type soakMessage struct {
-	JSONRPC    string          `json:"jsonrpc"`
-	ID         json.RawMessage `json:"id"`
-	Method     string          `json:"method"`
-	Params     json.RawMessage `json:"params"`
-	Result     json.RawMessage `json:"result"`
-	Error      json.RawMessage `json:"error"`
-	Invocation string          `json:"paperclipInvocationId"`
-}
-
-func (h *soakHost) handle(line []byte) {
-	if !json.Valid(line) {
-		h.fail("a stdout line that is not JSON: %.300q", line)
-		return
-	}
-	var m soakMessage
-	if err := json.Unmarshal(line, &m); err != nil {
-		h.fail("a stdout line that is no JSON-RPC object (%v): %.300q", err, line)
-		return
-	}
-	if m.JSONRPC != "2.0" {
-		h.fail("a line without jsonrpc 2.0: %.300q", line)
-	}
-	switch {
-	case m.Method != "" && m.ID != nil:
-		// A worker→host call; span.record is the only one the worker makes.
-		if m.Method != protocol.CallSpanRecord {
-			h.fail("a worker→host call of %q", m.Method)
-		}
-		go func() { _ = h.write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":null}`+"\n", m.ID)) }()
-	case m.Method != "":
-		h.notification(m, line)
-	case m.ID == nil:
-		h.fail("a line with neither a method nor an id: %.300q", line)
-	default:
-		h.response(m, line)
-	}
-}
-
-func (h *soakHost) response(m soakMessage, line []byte) {
-	var compact bytes.Buffer
-	_ = json.Compact(&compact, m.ID)
-	key := compact.String()
-	var rep soakReply
-	rep.At = time.Now()
-	if (m.Result != nil) == (m.Error != nil) {
-		h.fail("a reply with both or neither of result and error: %.300q", line)
-	}
-	if m.Error != nil {
-		rep.Error = &soakError{}
-		if err := json.Unmarshal(m.Error, rep.Error); err != nil || rep.Error.Message == "" {
-			h.fail("a malformed error object: %.300q", line)
-		}
-	} else {
-		rep.Result = m.Result
+// ended checks, once the worker's output has ended, that it ended cleanly
+// and owed no reply.
+func (h *soakHost) ended() {
+	if err := h.conn.Err(); err != nil {
+		h.fail("reading the worker's output: %v", err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if key == "null" {
+	for id, c := range h.pending {
+		if !h.deaf {
+			h.fail("no reply to %s %s (sent %s before the worker's output ended)", c.method, c.id, time.Since(c.sent).Round(time.Millisecond))
+		}
+		delete(h.pending, id)
+	}
+}
+
+// envelope checks what every line the worker writes must be.
+func (h *soakHost) envelope(m workerhost.Message) {
+	if m["jsonrpc"] != "2.0" {
+		h.fail("a line without jsonrpc 2.0: %.300v", map[string]any(m))
+	}
+}
+
+// serve answers the worker's own calls; span.record is the only one it
+// makes.
+func (h *soakHost) serve(m workerhost.Message) (any, *workerhost.Error) {
+	h.envelope(m)
+	if m.Method() != protocol.CallSpanRecord {
+		h.fail("a worker→host call of %q", m.Method())
+	}
+	return nil, nil
+}
+
+// toReply checks a reply's members and gives it the form the soak reads.
+func (h *soakHost) toReply(m workerhost.Message, at time.Time) soakReply {
+	h.envelope(m)
+	rep := soakReply{At: at}
+	result, hasResult := m["result"]
+	e, hasError := m["error"]
+	if hasResult == hasError {
+		h.fail("a reply with both or neither of result and error: %.300v", map[string]any(m))
+	}
+	if hasError {
+		raw, _ := json.Marshal(e)
+		rep.Error = &soakError{}
+		if err := json.Unmarshal(raw, rep.Error); err != nil || rep.Error.Message == "" {
+			h.fail("a malformed error object: %.300v", map[string]any(m))
+		}
+		return rep
+	}
+	rep.Result, _ = json.Marshal(result)
+	return rep
+}
+
+// unmatched checks a reply no call waits for: a null id answers a line
+// that was not a request.
+func (h *soakHost) unmatched(m workerhost.Message) {
+	rep := h.toReply(m, time.Now())
+	id, _ := m.ID()
+	key, _ := json.Marshal(id)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case id == nil:
 		h.nullReplies++
 		if rep.Error == nil || (rep.Error.Code != protocol.CodeParseError && rep.Error.Code != protocol.CodeInvalidRequest) {
-			h.fail("a reply with id null that is no parse or invalid-request error: %.300q", line)
+			h.fail("a reply with id null that is no parse or invalid-request error: %.300v", map[string]any(m))
 		}
-		return
+	case h.answered[string(key)]:
+		h.fail("a second reply to id %s: %.300v", key, map[string]any(m))
+	default:
+		h.fail("a reply to id %s, which the host never sent: %.300v", key, map[string]any(m))
 	}
-	c := h.pending[key]
-	if c == nil {
-		if h.answered[key] {
-			h.fail("a second reply to id %s: %.300q", key, line)
-		} else {
-			h.fail("a reply to id %s, which the host never sent: %.300q", key, line)
-		}
-		return
-	}
-	delete(h.pending, key)
-	h.answered[key] = true
+}
+
+// response records the reply to c (on the reading goroutine).
+func (h *soakHost) response(c *soakCall, r workerhost.Reply) {
+	rep := h.toReply(r.Msg, r.At)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.pending, c.id)
+	h.answered[c.id] = true
+	c.rep = rep
 	if inv := h.invs[c.inv]; inv != nil && c.method == protocol.MethodEnvironmentExecute {
 		inv.ended = true
 	}
 	if c.onReply != nil {
 		c.onReply(rep)
 	}
-	c.ch <- rep
 }
 
-func (h *soakHost) notification(m soakMessage, line []byte) {
-	switch m.Method {
+func (h *soakHost) notification(m workerhost.Message) {
+	h.envelope(m)
+	params := m.Params()
+	switch m.Method() {
 	case protocol.NotifyLog:
-		var p struct {
-			Level   string `json:"level"`
-			Message string `json:"message"`
+		level, _ := params["level"].(string)
+		message, _ := params["message"].(string)
+		if level == "" {
+			h.fail("a malformed log notification: %.300v", map[string]any(m))
 		}
-		if err := json.Unmarshal(m.Params, &p); err != nil || p.Level == "" {
-			h.fail("a malformed log notification: %.300q", line)
-		}
-		if strings.HasPrefix(p.Message, "Uncaught exception") {
-			h.fail("the worker reported a panic: %s", p.Message)
+		if strings.HasPrefix(message, "Uncaught exception") {
+			h.fail("the worker reported a panic: %s", message)
 		}
 	case protocol.NotifyExecuteLog:
-		var p struct {
-			Stream string `json:"stream"`
-			Chunk  string `json:"chunk"`
-		}
-		if err := json.Unmarshal(m.Params, &p); err != nil {
-			h.fail("a malformed execute.log: %.300q", line)
+		stream, _ := params["stream"].(string)
+		chunk, ok := params["chunk"].(string)
+		if !ok {
+			h.fail("a malformed execute.log: %.300v", map[string]any(m))
 			return
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		inv := h.invs[m.Invocation]
+		inv := h.invs[m.Invocation()]
 		switch {
 		case inv == nil:
-			h.fail("execute.log for invocation %q, which the host never started", m.Invocation)
+			h.fail("execute.log for invocation %q, which the host never started", m.Invocation())
 			return
 		case inv.ended:
-			h.fail("execute.log for invocation %s after its execute was answered: %.200q", m.Invocation, p.Chunk)
-		case p.Chunk == "":
-			h.fail("an empty execute.log chunk for %s", m.Invocation)
+			h.fail("execute.log for invocation %s after its execute was answered: %.200q", m.Invocation(), chunk)
+		case chunk == "":
+			h.fail("an empty execute.log chunk for %s", m.Invocation())
 		}
 		inv.chunks++
-		switch p.Stream {
+		switch stream {
 		case "stdout":
-			inv.stdout.WriteString(p.Chunk)
+			inv.stdout.WriteString(chunk)
 		case "stderr":
-			inv.stderr.WriteString(p.Chunk)
+			inv.stderr.WriteString(chunk)
 		default:
-			h.fail("execute.log with stream %q", p.Stream)
+			h.fail("execute.log with stream %q", stream)
 		}
 	case protocol.NotifyLoginPtyOutput, protocol.NotifyLoginPtyExit, protocol.NotifyDuplexChannelData, protocol.NotifyDuplexChannelExit:
-		h.terminalFrame(m, line)
+		h.terminalFrame(m)
 	default:
-		h.fail("an unknown notification: %.300q", line)
+		h.fail("an unknown notification: %.300v", map[string]any(m))
 	}
 }
 
-func (h *soakHost) terminalFrame(m soakMessage, line []byte) {
-	if m.Invocation != "" {
-		h.fail("%s carries an invocation id", m.Method)
+func (h *soakHost) terminalFrame(m workerhost.Message) {
+	method := m.Method()
+	if _, has := m["paperclipInvocationId"]; has {
+		h.fail("%s carries an invocation id", method)
 	}
-	var p struct {
-		HostRouteID     string          `json:"hostRouteId"`
-		WorkerSessionID string          `json:"workerSessionId"`
-		Chunk           *string         `json:"chunk"`
-		ExitCode        json.RawMessage `json:"exitCode"`
-		TransportClosed *bool           `json:"transportClosed"`
-	}
-	if err := json.Unmarshal(m.Params, &p); err != nil {
-		h.fail("a malformed %s: %.300q", m.Method, line)
+	params := m.Params()
+	if params == nil {
+		h.fail("a malformed %s: %.300v", method, map[string]any(m))
 		return
 	}
+	routeID, sid := paramString(params, "hostRouteId"), paramString(params, "workerSessionId")
 	kind := "login"
-	if strings.HasPrefix(m.Method, "duplexChannel.") {
+	if strings.HasPrefix(method, "duplexChannel.") {
 		kind = "duplex"
 	}
-	isExit := strings.HasSuffix(m.Method, ".exit")
+	isExit := strings.HasSuffix(method, ".exit")
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	rt := h.routes[p.HostRouteID]
+	rt := h.routes[routeID]
 	switch {
 	case rt == nil:
-		h.fail("%s for route %q, which the host never opened", m.Method, p.HostRouteID)
+		h.fail("%s for route %q, which the host never opened", method, routeID)
 		return
 	case rt.kind != kind:
-		h.fail("%s for %s route %s", m.Method, rt.kind, rt.id)
+		h.fail("%s for %s route %s", method, rt.kind, rt.id)
 		return
 	case rt.closeAcked:
-		h.fail("%s for route %s after its close was acknowledged", m.Method, rt.id)
+		h.fail("%s for route %s after its close was acknowledged", method, rt.id)
 		return
 	case rt.exited:
-		h.fail("%s for route %s after its exit", m.Method, rt.id)
+		h.fail("%s for route %s after its exit", method, rt.id)
 		return
-	case p.WorkerSessionID == "":
-		h.fail("%s without a workerSessionId", m.Method)
+	case sid == "":
+		h.fail("%s without a workerSessionId", method)
 		return
-	case rt.sid != "" && p.WorkerSessionID != rt.sid:
-		h.fail("%s for route %s with session %s; the open bound %s", m.Method, rt.id, p.WorkerSessionID, rt.sid)
+	case rt.sid != "" && sid != rt.sid:
+		h.fail("%s for route %s with session %s; the open bound %s", method, rt.id, sid, rt.sid)
 		return
 	}
 	if rt.frameSID == "" {
-		rt.frameSID = p.WorkerSessionID
-	} else if rt.frameSID != p.WorkerSessionID {
-		h.fail("frames of route %s carry sessions %s and %s", rt.id, rt.frameSID, p.WorkerSessionID)
+		rt.frameSID = sid
+	} else if rt.frameSID != sid {
+		h.fail("frames of route %s carry sessions %s and %s", rt.id, rt.frameSID, sid)
 	}
 	defer notifyChange(rt.changed)
 	if isExit {
 		rt.exited = true
-		if string(p.ExitCode) != "null" && p.ExitCode != nil {
-			n, err := strconv.Atoi(string(p.ExitCode))
-			if err != nil {
-				h.fail("%s with exit code %s", m.Method, p.ExitCode)
+		if code, present := params["exitCode"]; present && code != nil {
+			if rt.exitCode = paramExit(params); rt.exitCode == nil {
+				h.fail("%s with exit code %v", method, code)
 			}
-			rt.exitCode = &n
 		}
 		if kind == "duplex" {
-			if p.TransportClosed == nil {
+			if tc, ok := params["transportClosed"].(bool); !ok {
 				h.fail("duplexChannel.exit without transportClosed")
 			} else {
-				rt.transportClosed = *p.TransportClosed
+				rt.transportClosed = tc
 			}
 		}
 		return
 	}
-	if p.Chunk == nil || *p.Chunk == "" {
-		h.fail("%s without a chunk", m.Method)
+	chunk := paramString(params, "chunk")
+	if chunk == "" {
+		h.fail("%s without a chunk", method)
 		return
 	}
 	if kind == "login" {
-		if utf16Len(*p.Chunk) > hostMaxLoginChunkUnits {
+		if utf16Len(chunk) > hostMaxLoginChunkUnits {
 			h.fail("a loginPty.output chunk over the host's limit")
 		}
-		rt.data.WriteString(*p.Chunk)
+		rt.data.WriteString(chunk)
 		return
 	}
-	b, ok := protocol.DecodeChannelBytes(*p.Chunk)
+	b, ok := protocol.DecodeChannelBytes(chunk)
 	switch {
 	case !ok || len(b) == 0:
 		h.fail("a malformed duplexChannel.data chunk for %s", rt.id)
@@ -360,43 +332,32 @@ func (h *soakHost) terminalFrame(m soakMessage, line []byte) {
 	}
 }
 
-// write writes one line (or several) to the worker in one write.
-func (h *soakHost) write(line []byte) error {
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
-	_, err := h.p.stdin.Write(line)
-	return err
-}
-
 // call sends a request. Every fifth id is a number, the others strings.
 func (h *soakHost) call(method string, params any, inv string, onReply func(soakReply)) (*soakCall, error) {
+	c := &soakCall{method: method, inv: inv, sent: time.Now(), onReply: onReply}
+	req := workerhost.Request{Method: method, Params: params, OnReply: func(r workerhost.Reply) { h.response(c, r) }}
+	if inv != "" {
+		req.Members = map[string]any{"paperclipInvocation": map[string]any{"id": inv, "scope": map[string]any{"companyId": "c-1"}}}
+	}
 	h.mu.Lock()
 	h.nextID++
-	n := h.nextID
-	h.mu.Unlock()
-	id := strconv.Quote(fmt.Sprintf("soak-%d-%d", h.epoch, n))
-	if n%5 == 0 {
-		id = strconv.Itoa(n)
+	req.ID = fmt.Sprintf("soak-%d-%d", h.epoch, h.nextID)
+	if h.nextID%5 == 0 {
+		req.ID = h.nextID
 	}
-	msg := map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method}
-	if params != nil {
-		msg["params"] = params
-	}
-	if inv != "" {
-		msg["paperclipInvocation"] = map[string]any{"id": inv, "scope": map[string]any{"companyId": "c-1"}}
-	}
-	line, err := json.Marshal(msg)
-	if err != nil {
-		return nil, err
-	}
-	c := &soakCall{id: id, method: method, inv: inv, sent: time.Now(), ch: make(chan soakReply, 1), onReply: onReply}
-	h.mu.Lock()
-	h.pending[id] = c
+	id, _ := json.Marshal(req.ID)
+	c.id = string(id)
+	h.pending[c.id] = c
 	if inv != "" && h.invs[inv] == nil {
 		h.invs[inv] = &soakInv{}
 	}
 	h.mu.Unlock()
-	return c, h.write(append(line, '\n'))
+	calls, err := h.conn.Send(req)
+	if err != nil {
+		return nil, err
+	}
+	c.call = calls[0]
+	return c, nil
 }
 
 // sendRaw writes a line that is not a request; replies says how many replies
@@ -405,22 +366,17 @@ func (h *soakHost) sendRaw(line string, replies int) error {
 	h.mu.Lock()
 	h.nullExpected += replies
 	h.mu.Unlock()
-	return h.write([]byte(line + "\n"))
+	return h.conn.Write([]byte(line + "\n"))
 }
 
 // wait returns the reply, errNoReply, or an error after d.
 func (c *soakCall) wait(d time.Duration) (soakReply, error) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case rep, ok := <-c.ch:
-		if !ok {
-			return soakReply{}, errNoReply
-		}
-		return rep, nil
-	case <-t.C:
-		return soakReply{}, fmt.Errorf("no reply to %s %s within %s", c.method, c.id, d)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if _, err := c.call.Wait(ctx); err != nil {
+		return soakReply{}, err
 	}
+	return c.rep, nil // set before the reply was delivered
 }
 
 // streamed returns what execute.log delivered for inv.
@@ -503,7 +459,7 @@ func (h *soakHost) await(rt *soakRoute, d time.Duration, cond func() bool) bool 
 		}
 		select {
 		case <-rt.changed:
-		case <-h.readDone:
+		case <-h.conn.Done():
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			return cond()

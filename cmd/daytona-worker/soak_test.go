@@ -45,6 +45,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -456,7 +457,7 @@ func (r *soakRun) stopWorker(h *soakHost, how string) {
 		if left := h.unanswered(); len(left) > 0 {
 			r.fail("worker %d answered shutdown before %d requests: %s", h.epoch, len(left), strings.Join(left, "; "))
 		}
-		_ = h.p.stdin.Close()
+		_ = h.p.CloseStdin()
 	case "sigterm":
 		// Requests still in the pipe when the signal lands are never read:
 		// only what was read is answered, and that cannot be told apart here.
@@ -470,16 +471,17 @@ func (r *soakRun) stopWorker(h *soakHost, how string) {
 		h.mu.Lock()
 		h.deaf = true // the host that closes the worker's input reads no more replies
 		h.mu.Unlock()
-		_ = h.p.stdin.Close()
+		_ = h.p.CloseStdin()
 	}
 	select {
-	case <-h.readDone:
+	case <-h.conn.Done():
 	case <-time.After(15 * time.Second):
 		r.fail("worker %d did not close stdout within 15 s of its %s", h.epoch, how)
-		_ = h.p.cmd.Process.Kill()
-		<-h.readDone
+		_ = h.p.Close()
+		<-h.conn.Done()
 	}
-	code, err := h.p.Wait()
+	h.ended()
+	code, err := h.p.Wait(context.Background())
 	if err != nil || code != 0 {
 		r.fail("worker %d exited with %d (%v) after its %s", h.epoch, code, err, how)
 	}
@@ -492,7 +494,7 @@ func (r *soakRun) stopWorker(h *soakHost, how string) {
 		r.fail("worker %d: %d replies with id null for %d lines that were not requests", h.epoch, h.nullReplies, h.nullExpected)
 	}
 	h.mu.Unlock()
-	if stderr := h.p.stderr.String(); strings.Contains(stderr, "DATA RACE") || strings.Contains(stderr, "panic") {
+	if stderr := h.p.Stderr(); strings.Contains(stderr, "DATA RACE") || strings.Contains(stderr, "panic") {
 		r.fail("worker %d stderr reports a race or a panic:\n%s", h.epoch, grepLines(stderr, "DATA RACE", "panic", "goroutine ", ".go:"))
 	}
 }
@@ -614,7 +616,7 @@ func diffCounts(base *soakResources, got soakResources) string {
 }
 
 func (r *soakRun) measure(h *soakHost) (soakResources, error) {
-	pid := h.p.cmd.Process.Pid
+	pid := h.p.Pid()
 	res := soakResources{fds: map[string]int{}, goroutines: map[string]int{}}
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	entries, err := os.ReadDir(dir)

@@ -229,9 +229,9 @@ func (t *syncBenchTotals) report(b *testing.B, size int64) {
 // ends the round's lease and worker.
 func (t *syncBenchTotals) endRound(b *testing.B, h *host, env *emulatorEnv, l lease, size int64) {
 	b.Helper()
-	hwm, _ := procMemory(b, h.pid)
+	hwm, _ := procMemory(b, h.w.Pid())
 	t.peak = max(t.peak, hwm)
-	t.workerCPU += procCPU(b, h.pid)
+	t.workerCPU += procCPU(b, h.w.Pid())
 	up, down := rawTransfer(b, env, l.id, l.remoteCwd, size)
 	t.rawUp, t.rawDown = t.rawUp+up, t.rawDown+down
 	h.destroy(l)
@@ -398,7 +398,7 @@ func BenchmarkSyncTreeAfterRestart(b *testing.B) {
 		l := h.acquire(leaseConfig(env, `,"timeoutMs":3600000,"reuseLease":true`))
 		target := filepath.Join(l.remoteCwd, "tree")
 		benchSync(b, h, "environmentSyncIn", syncBenchParams(l, "directory", src, target))
-		hwm, _ := procMemory(b, h.pid)
+		hwm, _ := procMemory(b, h.w.Pid())
 		peak = max(peak, hwm)
 		h.shutdown()
 
@@ -414,7 +414,7 @@ func BenchmarkSyncTreeAfterRestart(b *testing.B) {
 		if n, bytes := treeSize(b, target); n != files || bytes != size || int(res["filesTransferred"].(float64)) != files {
 			b.Fatalf("sandbox holds %d files, %d bytes; want %d, %d (%v)", n, bytes, files, size, res)
 		}
-		hwm, _ = procMemory(b, h.pid)
+		hwm, _ = procMemory(b, h.w.Pid())
 		peak = max(peak, hwm)
 		h.destroy(l)
 		h.shutdown()

@@ -122,7 +122,7 @@ func openRawDuplex(b *testing.B, env *emulatorEnv, args ...string) *rawDuplex {
 	p := startBenchWorker(b)
 	p.initialize(b)
 	call := func(line string) map[string]any {
-		if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+		if _, err := io.WriteString(p, line+"\n"); err != nil {
 			b.Fatal(err)
 		}
 		for {
@@ -174,7 +174,7 @@ func (d *rawDuplex) roundTrip(b *testing.B, msg []byte) {
 		d.writeFor[string(msg)] = line
 	}
 	want := append(append([]byte(nil), chunkKey...), base64.StdEncoding.EncodeToString(msg)...)
-	if _, err := d.p.stdin.Write(line); err != nil {
+	if _, err := d.p.Write(line); err != nil {
 		b.Fatal(err)
 	}
 	for {
@@ -228,7 +228,7 @@ func (d *rawDuplex) echo(b *testing.B, payload []byte) []byte {
 			<-answered
 			pending -= piece
 		}
-		if _, err := d.p.stdin.Write(d.writeLine(msg)); err != nil {
+		if _, err := d.p.Write(d.writeLine(msg)); err != nil {
 			b.Fatal(err)
 		}
 		pending += len(msg)
@@ -312,7 +312,7 @@ func BenchmarkDuplexEcho(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		d := openRawDuplex(b, env)
-		pid := d.p.cmd.Process.Pid
+		pid := d.p.Pid()
 		cpu0 := procCPU(b, pid)
 		b.StartTimer()
 		start := time.Now()

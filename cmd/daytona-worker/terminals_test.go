@@ -422,8 +422,7 @@ func TestTerminalsOpenAfterAWorkerRestart(t *testing.T) {
 	l := first.acquire(leaseConfig(env, ""))
 	installStandIns(t, env, l)
 	// The worker dies; the host starts another, which has cached nothing.
-	first.stdin.Close()
-	_, _ = first.wait()
+	first.hangUp()
 
 	h := startHost(t, hostOptions{env: []string{"DAYTONA_API_KEY=" + env.APIKey, "DAYTONA_API_URL=" + env.APIURL}})
 	r, rep := h.openDuplex(l, "cat")
@@ -501,10 +500,7 @@ func TestClosesAreAcknowledgedWhileTheShutdownDrains(t *testing.T) {
 	assert.Nil(t, ps[0].wait().Error, "the shutdown")
 	_ = h.result(running, inv)
 
-	_ = h.stdin.Close()
-	code, err := h.wait()
-	require.NoError(t, err)
-	assert.Equal(t, 0, code)
+	assert.Equal(t, 0, h.hangUp())
 	assert.True(t, testutil.Eventually(30*time.Second, func() bool { return sandboxView(t, env, l.id).PTYs == 0 }), "PTYs left after shutdown")
 	h.checkTerminals(t)
 	// A fresh worker cleans up (the destroy also ends the command the
@@ -517,14 +513,13 @@ func TestASignalEndsTheTerminalsToo(t *testing.T) {
 	t.Parallel()
 	env := startEmulator(t, emulator.Options{})
 	p := startWorker(t, nil)
-	h := newHost(t, p.stdin, p.stdout, p.Wait, p.cmd.Process.Pid, hostOptions{})
+	h := newHost(t, p, p.Stdout(), hostOptions{})
 	l := h.acquire(leaseConfig(env, ""))
 	token := uniqueSleep(300)
 	_, rep := h.openDuplex(l, "sleep", token)
 	require.Nil(t, rep.Error)
 	require.NoError(t, p.Signal(syscall.SIGTERM))
-	code, err := p.Wait()
-	require.NoError(t, err)
+	code := waitExit(t, p)
 	assert.Equal(t, 0, code)
 	assertNoProcessWith(t, token)
 	h2 := startHost(t, hostOptions{})
@@ -634,15 +629,15 @@ func TestAHostThatStopsReadingHoldsTheWorkerToItsBound(t *testing.T) {
 	t.Parallel()
 	env := startEmulator(t, emulator.Options{})
 	p := startWorker(t, nil)
-	gate := newGateReader(p.stdout)
-	h := newHost(t, p.stdin, gate, p.Wait, p.cmd.Process.Pid, hostOptions{})
+	gate := newGateReader(p.Stdout())
+	h := newHost(t, p, gate, hostOptions{})
 	l := h.acquire(leaseConfig(env, ""))
 	const flood = 32 << 20
 	size := flood + rand.IntN(1000) // a head command line we can find in /proc
 	token := "head -c " + strconv.Itoa(size)
 	r, rep := h.openDuplex(l, "sh", "-c", "read go && exec "+token+" /dev/zero")
 	require.Nil(t, rep.Error)
-	before := procRSS(t, p.cmd.Process.Pid, "VmRSS:")
+	before := procRSS(t, p.Pid(), "VmRSS:")
 	gate.pause()
 	r.write([]byte("go\n")) // its reply waits in the pipe with the rest
 	// The flood is over when head has written it all (to a worker that
@@ -652,7 +647,7 @@ func TestAHostThatStopsReadingHoldsTheWorkerToItsBound(t *testing.T) {
 		procs := processesWith(token)
 		return len(procs) == 0 || asleep(procs)
 	}), "the flood neither ended nor stalled")
-	peak := procRSS(t, p.cmd.Process.Pid, "VmHWM:")
+	peak := procRSS(t, p.Pid(), "VmHWM:")
 	t.Logf("worker RSS %.1f MiB before, peak %.1f MiB while %d MiB were pushed at it", before, peak, flood>>20)
 	assert.Less(t, peak-before, 16.0, "the worker's memory grew with what the host did not read")
 	gate.resume()
