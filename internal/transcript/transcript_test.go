@@ -62,6 +62,19 @@ func TestCaptureFeedsLaterSubstitution(t *testing.T) {
 	assert.ErrorContains(t, err, "NOPE")
 }
 
+func TestSubstitute(t *testing.T) {
+	t.Parallel()
+	vars := Vars{"URL": StringVar("http://h/api"), "Q": StringVar(`a"b`), "CFG": json.RawMessage(`{"k":1}`)}
+	got, err := Substitute([]byte(`{"config":"${CFG}","u":"${URL}/x","q":"${Q}","inner":"cfg=${CFG}"}`), vars)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"config":{"k":1},"u":"http://h/api/x","q":"a\"b","inner":"cfg={\"k\":1}"}`, string(got))
+	_, err = Substitute([]byte(`"${NOPE}"`), vars)
+	assert.ErrorContains(t, err, "NOPE")
+	path, err := SubstituteText(`${Q}/d "x"`, vars)
+	require.NoError(t, err)
+	assert.Equal(t, `a"b/d "x"`, path)
+}
+
 func TestGeneralizeKeepsPlaceholdersAndHidesVolatileValues(t *testing.T) {
 	t.Parallel()
 	vars := Vars{"DAYTONA_API_URL": StringVar("http://127.0.0.1:4242/api")}
