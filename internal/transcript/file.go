@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -91,12 +92,7 @@ var (
 
 func isOption(line string) bool {
 	word, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-	for _, o := range options {
-		if word == o {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(options, word)
 }
 
 // Parse reads a scenario.
@@ -111,6 +107,7 @@ func Parse(r io.Reader) ([]Step, error) {
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read scenario: %w", err)
 	}
+	sawStep := false
 	indented := func(l string) bool { return l != "" && (l[0] == ' ' || l[0] == '\t') && strings.TrimSpace(l) != "" }
 	for i := 0; i < len(lines); i++ {
 		text := lines[i]
@@ -142,22 +139,13 @@ func Parse(r io.Reader) ([]Step, error) {
 			return nil, fmt.Errorf("line %d: %w", first+1, err)
 		}
 		s.Line, s.text = first+1, strings.Join(lines[first:i+1], "\n")
-		if s.Scenario != nil && len(nonComments(steps)) > 0 {
+		if s.Scenario != nil && sawStep {
 			return nil, fmt.Errorf("line %d: the scenario header must come first", first+1)
 		}
+		sawStep = true
 		steps = append(steps, s)
 	}
 	return steps, nil
-}
-
-func nonComments(steps []Step) []Step {
-	var out []Step
-	for _, s := range steps {
-		if s.Comment == nil {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func parseStep(text string, opts []string) (Step, error) {
@@ -299,7 +287,7 @@ func ParseFile(path string) ([]Step, error) {
 func Write(w io.Writer, steps []Step) error {
 	bw := bufio.NewWriter(w)
 	for _, s := range steps {
-		text, err := s.encode()
+		text, err := s.Format()
 		if err != nil {
 			return err
 		}
@@ -318,10 +306,9 @@ func WriteFile(path string, steps []Step) error {
 	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
-// Format returns a step as Write writes it.
-func (s Step) Format() (string, error) { return s.encode() }
-
-func (s Step) encode() (string, error) {
+// Format returns a step as Write writes it: its original text, or, for a
+// step made anew, its keyword, value and options.
+func (s Step) Format() (string, error) {
 	if s.Comment != nil {
 		return *s.Comment, nil
 	}
@@ -329,102 +316,81 @@ func (s Step) encode() (string, error) {
 		return s.text, nil
 	}
 	var b strings.Builder
-	put := func(kind string, v any) error {
+	var err error
+	put := func(kind string, v any) {
 		b.WriteString(kind)
-		if v == nil {
-			return nil
-		}
-		b.WriteByte(' ')
+		var j []byte
 		switch v := v.(type) {
-		case word:
-			b.WriteString(string(v))
+		case nil:
+			return
+		case string: // a word, written as it is
+			j = []byte(v)
 		case json.RawMessage:
 			var c bytes.Buffer
-			if err := json.Compact(&c, v); err != nil {
-				return err
-			}
-			b.Write(c.Bytes())
+			err = errors.Join(err, json.Compact(&c, v))
+			j = c.Bytes()
 		default:
-			j, err := marshal(v)
-			if err != nil {
-				return err
-			}
-			b.Write(j)
+			var e error
+			j, e = marshal(v)
+			err = errors.Join(err, e)
 		}
-		return nil
+		b.WriteByte(' ')
+		b.Write(j)
 	}
-	var err error
 	switch {
 	case s.Scenario != nil:
-		err = put("scenario", s.Scenario)
+		put("scenario", s.Scenario)
 	case s.Host != nil:
-		err = put("host", s.Host)
+		put("host", s.Host)
 	case s.HostRaw != nil:
-		err = put("host_raw", *s.HostRaw)
+		j, e := marshal(*s.HostRaw)
+		err = e
+		put("host_raw", json.RawMessage(j))
 	case s.Worker != nil:
-		err = put("worker", s.Worker)
+		put("worker", s.Worker)
 	case s.Unordered != nil:
-		// One message a line, so a change shows as the message it is.
+		// One message a line, so that a change shows as the message it is.
 		b.WriteString("unordered [")
 		for i, m := range s.Unordered {
 			var c bytes.Buffer
-			if err := json.Compact(&c, m); err != nil {
-				return "", err
-			}
-			b.WriteString("\n  ")
-			b.Write(c.Bytes())
+			err = errors.Join(err, json.Compact(&c, m))
+			b.WriteString("\n  " + c.String())
 			if i < len(s.Unordered)-1 {
 				b.WriteByte(',')
 			}
 		}
 		b.WriteString("]")
 	case s.ExecuteLog != nil:
-		err = put("execute_log", s.ExecuteLog)
+		put("execute_log", s.ExecuteLog)
 	case s.CloseStdin:
-		err = put("close_stdin", nil)
+		put("close_stdin", nil)
 	case s.Sandboxes:
-		err = put("sandboxes", nil)
+		put("sandboxes", nil)
 	case s.Signal != "":
-		err = put("signal", word(s.Signal))
+		put("signal", s.Signal)
 	case s.Exit != nil:
-		err = put("exit", word(strconv.Itoa(*s.Exit)))
+		put("exit", strconv.Itoa(*s.Exit))
 	case s.SleepMs > 0:
-		err = put("sleep_ms", word(strconv.Itoa(s.SleepMs)))
+		put("sleep_ms", strconv.Itoa(s.SleepMs))
 	case s.Hook != "":
-		err = put("hook", word(s.Hook))
+		put("hook", s.Hook)
 	case s.Files != "":
-		err = put("files", word(s.Files))
+		put("files", s.Files)
 	default:
 		return "", errors.New("an empty step")
 	}
-	if err != nil {
-		return "", err
-	}
-	if s.Replies > 0 {
-		fmt.Fprintf(&b, "\n  replies %d", s.Replies)
-	}
-	if s.TimeoutMs > 0 {
-		fmt.Fprintf(&b, "\n  timeout_ms %d", s.TimeoutMs)
-	}
-	if s.Capture != nil {
-		j, err := marshal(s.Capture)
-		if err != nil {
-			return "", err
+	for _, o := range []struct {
+		name string
+		set  bool
+		v    any
+	}{{"replies", s.Replies > 0, strconv.Itoa(s.Replies)}, {"timeout_ms", s.TimeoutMs > 0, strconv.Itoa(s.TimeoutMs)},
+		{"capture", s.Capture != nil, s.Capture}, {"differs", s.Differs != nil, s.Differs}} {
+		if o.set {
+			put("\n  "+o.name, o.v)
 		}
-		fmt.Fprintf(&b, "\n  capture %s", j)
 	}
-	if s.Differs != nil {
-		j, err := marshal(s.Differs)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(&b, "\n  differs %s", j)
-	}
-	return b.String(), nil
+	return b.String(), err
 }
-
-// word is a value written as it is, not as JSON.
-type word string
 
 // marshal writes compact JSON without HTML escaping.
 func marshal(v any) ([]byte, error) {
