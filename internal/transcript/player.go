@@ -412,7 +412,7 @@ func (p *Player) read(ctx context.Context) ([]byte, error) {
 		return line, nil
 	}
 	line, err := p.w.ReadLine(ctx)
-	if err != nil {
+	if err != nil && len(line) == 0 { // output that ends inside a line still gives that line
 		if ctx.Err() != nil {
 			return nil, errTimeout
 		}
