@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
 // checkKey is the emulator's key in these tests: distinctive, so a leak into
@@ -35,7 +35,7 @@ func runCheckBinary(t *testing.T, env []string, args ...string) checkRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, workerBin, append([]string{"check"}, args...)...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "TZ=UTC"}, env...)
+	cmd.Env = append(workerhost.MinimalEnv(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

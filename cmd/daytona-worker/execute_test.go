@@ -1375,9 +1375,9 @@ func TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit(t *testing.T) {
 		total = 96_000_000
 	}
 	size := len(line) * (total / len(line)) // whole lines
-	before := procRSS(t, p.Pid(), "VmRSS:")
+	_, before := workerMemory(t, p)
 	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", fmt.Sprintf("yes '%s' | head -c %d", strings.TrimSuffix(line, "\n"), size)}})
-	peak := procRSS(t, p.Pid(), "VmHWM:")
+	peak, _ := workerMemory(t, p)
 	requireResult(t, r)
 	assert.Equal(t, "0", r.exit())
 	full := strings.Repeat(line, size/len(line))

@@ -30,8 +30,7 @@ type soakHost struct {
 
 	mu       sync.Mutex
 	nextID   int
-	pending  map[string]*soakCall // by the id's JSON text
-	answered map[string]bool
+	answered map[string]bool // by the id's JSON text
 	invs     map[string]*soakInv
 	routes   map[string]*soakRoute // by host route id
 	// Replies with id null: the worker's answer to a line that is not JSON
@@ -95,7 +94,7 @@ type soakRoute struct {
 var errNoReply = workerhost.ErrNoReply
 
 func newSoakHost(r *soakRun, p *workerhost.Process, epoch int) *soakHost {
-	h := &soakHost{r: r, p: p, epoch: epoch, pending: map[string]*soakCall{}, answered: map[string]bool{},
+	h := &soakHost{r: r, p: p, epoch: epoch, answered: map[string]bool{},
 		invs: map[string]*soakInv{}, routes: map[string]*soakRoute{}}
 	h.conn = workerhost.NewConn(p, p.Stdout(), workerhost.Options{
 		Notify:    h.notification,
@@ -117,11 +116,11 @@ func (h *soakHost) ended() {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for id, c := range h.pending {
-		if !h.deaf {
-			h.fail("no reply to %s %s (sent %s before the worker's output ended)", c.method, c.id, time.Since(c.sent).Round(time.Millisecond))
-		}
-		delete(h.pending, id)
+	if h.deaf {
+		return
+	}
+	for _, c := range h.conn.Pending() {
+		h.fail("no reply to %s %v (sent %s before the worker's output ended)", c.Method, c.ID, time.Since(c.Sent).Round(time.Millisecond))
 	}
 }
 
@@ -189,7 +188,6 @@ func (h *soakHost) response(c *soakCall, r workerhost.Reply) {
 	rep := h.toReply(r.Msg, r.At)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.pending, c.id)
 	h.answered[c.id] = true
 	c.rep = rep
 	if inv := h.invs[c.inv]; inv != nil && c.method == protocol.MethodEnvironmentExecute {
@@ -347,7 +345,6 @@ func (h *soakHost) call(method string, params any, inv string, onReply func(soak
 	}
 	id, _ := json.Marshal(req.ID)
 	c.id = string(id)
-	h.pending[c.id] = c
 	if inv != "" && h.invs[inv] == nil {
 		h.invs[inv] = &soakInv{}
 	}
@@ -484,11 +481,9 @@ func (h *soakHost) routeData(rt *soakRoute) []byte {
 
 // unanswered lists the requests still waiting for a reply.
 func (h *soakHost) unanswered() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	var out []string
-	for _, c := range h.pending {
-		out = append(out, fmt.Sprintf("%s %s (sent %s ago)", c.method, c.id, time.Since(c.sent).Round(time.Millisecond)))
+	for _, c := range h.conn.Pending() {
+		out = append(out, fmt.Sprintf("%s %v (sent %s ago)", c.Method, c.ID, time.Since(c.Sent).Round(time.Millisecond)))
 	}
 	return out
 }

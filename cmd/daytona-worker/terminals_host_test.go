@@ -287,6 +287,13 @@ func (h *host) await(changed chan struct{}, what string, cond func() bool) {
 		}
 		select {
 		case <-changed:
+		case <-h.conn.Done():
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if !cond() {
+				h.t.Fatalf("the worker's output ended before %s", what)
+			}
+			return
 		case <-deadline.C:
 			h.t.Fatalf("timed out waiting for %s", what)
 		}

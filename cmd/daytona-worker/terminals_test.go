@@ -25,8 +25,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
-	"github.com/paperclipai/daytona-worker/internal/procstat"
 	"github.com/paperclipai/daytona-worker/internal/testutil"
+	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
 // terminalLease starts an emulator and a worker, acquires a lease (the
@@ -637,7 +637,7 @@ func TestAHostThatStopsReadingHoldsTheWorkerToItsBound(t *testing.T) {
 	token := "head -c " + strconv.Itoa(size)
 	r, rep := h.openDuplex(l, "sh", "-c", "read go && exec "+token+" /dev/zero")
 	require.Nil(t, rep.Error)
-	before := procRSS(t, p.Pid(), "VmRSS:")
+	_, before := workerMemory(t, p)
 	gate.pause()
 	r.write([]byte("go\n")) // its reply waits in the pipe with the rest
 	// The flood is over when head has written it all (to a worker that
@@ -647,7 +647,7 @@ func TestAHostThatStopsReadingHoldsTheWorkerToItsBound(t *testing.T) {
 		procs := processesWith(token)
 		return len(procs) == 0 || asleep(procs)
 	}), "the flood neither ended nor stalled")
-	peak := procRSS(t, p.Pid(), "VmHWM:")
+	peak, _ := workerMemory(t, p)
 	t.Logf("worker RSS %.1f MiB before, peak %.1f MiB while %d MiB were pushed at it", before, peak, flood>>20)
 	assert.Less(t, peak-before, 16.0, "the worker's memory grew with what the host did not read")
 	gate.resume()
@@ -674,14 +674,11 @@ func asleep(procs []string) bool {
 	return true
 }
 
-// procRSS reads a memory field (VmRSS:, VmHWM:) of a process, in MiB.
-func procRSS(t *testing.T, pid int, field string) float64 {
-	peak, rss, err := procstat.Memory(pid)
+// workerMemory is the worker's peak and current resident memory in MiB.
+func workerMemory(t *testing.T, p *workerhost.Process) (peak, rss float64) {
+	peak, rss, err := p.Memory()
 	if err != nil {
 		t.Skip("no /proc on this system")
 	}
-	if field == "VmHWM:" {
-		return peak
-	}
-	return rss
+	return peak, rss
 }

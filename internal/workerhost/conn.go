@@ -157,9 +157,8 @@ func (c *Conn) read(r io.Reader) {
 				c.readErr = ErrPartialLine
 			}
 			c.ended = true
-			for k, call := range c.waiting {
-				close(call.ch)
-				delete(c.waiting, k)
+			for _, call := range c.waiting {
+				close(call.ch) // it stays in Pending
 			}
 			c.mu.Unlock()
 			return
@@ -310,7 +309,8 @@ func (c *Conn) Call(ctx context.Context, r Request) (Reply, error) {
 	return calls[0].Wait(ctx)
 }
 
-// Pending lists the calls still waiting for a reply, oldest first.
+// Pending lists the calls without a reply, oldest first; once the output
+// has ended, those that never got one.
 func (c *Conn) Pending() []*Call {
 	c.mu.Lock()
 	defer c.mu.Unlock()

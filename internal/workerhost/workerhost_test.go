@@ -170,15 +170,16 @@ func TestReadLineStopsAtTheContext(t *testing.T) {
 
 func TestExitCodesSignalsAndStderr(t *testing.T) {
 	tests := []struct {
-		name string
-		act  func(p *Process) error
-		code int
+		name   string
+		act    func(p *Process) error
+		code   int
+		stderr string
 	}{
 		{"exit code", func(p *Process) error {
 			return p.WriteLine([]byte(`{"id":1,"method":"stderr","params":{"text":"said\n"}}` + "\n" + `{"id":2,"method":"exit","params":{"code":7}}`))
-		}, 7},
-		{"end of input", func(p *Process) error { return p.CloseStdin() }, 0},
-		{"signal", func(p *Process) error { return p.Signal(syscall.SIGKILL) }, -1},
+		}, 7, "said\n"},
+		{"end of input", func(p *Process) error { return p.CloseStdin() }, 0, ""},
+		{"signal", func(p *Process) error { return p.Signal(syscall.SIGKILL) }, -1, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,9 +189,7 @@ func TestExitCodesSignalsAndStderr(t *testing.T) {
 			code, err := p.Wait(t.Context())
 			require.NoError(t, err)
 			assert.Equal(t, tt.code, code)
-			if tt.code == 7 {
-				assert.Equal(t, "said\n", p.Stderr())
-			}
+			assert.Equal(t, tt.stderr, p.Stderr())
 		})
 	}
 }
@@ -303,6 +302,7 @@ func TestCallsEndWhenTheOutputDoes(t *testing.T) {
 	}
 	<-c.Done()
 	assert.NoError(t, c.Err())
+	assert.Equal(t, calls, c.Pending(), "the calls that never got a reply")
 	_, err = c.Send(Request{Method: "echo"})
 	assert.ErrorIs(t, err, ErrNoReply)
 	code, err := p.Wait(t.Context())
