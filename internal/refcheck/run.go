@@ -99,7 +99,13 @@ func Play(ctx context.Context, sc *Scenario, cmd Command, opts Options, side str
 		Vars:    tvars,
 		Timeout: opts.ReplyTimeout,
 		Quiet:   opts.Quiet,
-		RunHook: func(text string, _ transcript.Vars) error { return env.hook(text) },
+		RunHook: func(text string, _ transcript.Vars) error {
+			act, err := parseHook(text)
+			if err != nil {
+				return err
+			}
+			return act(env)
+		},
 		Inspect: func(st *Step) ([]byte, error) {
 			if st.Sandboxes {
 				return env.sandboxesLine()
@@ -166,39 +172,17 @@ func isRequest(raw json.RawMessage) bool {
 	return json.Unmarshal(raw, &head) == nil && head.Method != nil && len(head.ID) > 0 && string(head.ID) != "null"
 }
 
-// hook acts on the emulator as a hook step says.
-func (e *emulatorEnv) hook(text string) error {
-	h, err := ParseHook(text)
+// delete deletes a sandbox through the API, as another client would.
+func (e *emulatorEnv) delete(id string) error {
+	req, _ := http.NewRequest(http.MethodDelete, e.url+"/api/sandbox/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+emulator.DevAPIKey)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
-	s := e.emu.Server
-	switch {
-	case h.Fault != nil:
-		f := h.Fault
-		s.AddFault(emulator.Fault{Method: f.Method, Path: f.Path, SandboxID: f.SandboxID, Times: f.Times,
-			Latency: time.Duration(f.LatencyMs) * time.Millisecond, Status: f.Status, Body: f.Body, EmptyBody: f.EmptyBody,
-			Hang: f.Hang, Reset: f.Reset, ResetAfterBytes: f.ResetAfterBytes, RetryAfter: f.RetryAfter,
-			DropWebSocketAfterBytes: f.DropWebSocketAfterBytes, Command: f.Command})
-	case h.ClearFaults:
-		s.ClearFaults()
-	case h.Stop != "":
-		return s.StopBehindClientsBack(h.Stop)
-	case h.Delete != "":
-		req, _ := http.NewRequest(http.MethodDelete, e.url+"/api/sandbox/"+h.Delete, nil)
-		req.Header.Set("Authorization", "Bearer "+emulator.DevAPIKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			return fmt.Errorf("hook delete %s: %s", h.Delete, resp.Status)
-		}
-	case h.SetError != nil:
-		return s.SetError(h.SetError.ID, h.SetError.Reason, h.SetError.Recoverable)
-	case h.MissingContainer != "":
-		return s.SetMissingContainer(h.MissingContainer)
+	_ = resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("hook delete %s: %s", id, resp.Status)
 	}
 	return nil
 }

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/internal/transcript"
 )
 
@@ -23,20 +26,8 @@ type Scenario struct {
 // Step is one step of a scenario.
 type Step = transcript.Step
 
-// Hook acts on an emulator behind the worker's back: "fault {…}",
-// "clear-faults", "stop ID", "delete ID", "set-error {…}",
-// "missing-container ID".
-type Hook struct {
-	Fault            *FaultSpec
-	ClearFaults      bool
-	Stop             string
-	Delete           string
-	SetError         *SetError
-	MissingContainer string
-}
-
-// FaultSpec is an emulator.Fault in JSON.
-type FaultSpec struct {
+// faultSpec is an emulator.Fault in JSON.
+type faultSpec struct {
 	Method    string `json:"method"`
 	Path      string `json:"path"`
 	SandboxID string `json:"sandboxId"`
@@ -59,52 +50,59 @@ type FaultSpec struct {
 	Command string `json:"command"`
 }
 
-// SetError puts a sandbox in the error state.
-type SetError struct {
-	ID          string `json:"id"`
-	Reason      string `json:"reason"`
-	Recoverable bool   `json:"recoverable"`
-}
-
-// ParseHook reads a hook step's text.
-func ParseHook(text string) (*Hook, error) {
+// parseHook reads a hook step's text ("fault {…}", "clear-faults",
+// "stop ID", "delete ID", `set-error {"id": ID, "reason": "…",
+// "recoverable": false}`, "missing-container ID") into the action it takes
+// on a side's emulator behind the worker's back.
+func parseHook(text string) (func(e *emulatorEnv) error, error) {
 	name, arg, _ := strings.Cut(text, " ")
 	arg = strings.TrimSpace(arg)
-	h := &Hook{}
 	decode := func(v any) error {
 		dec := json.NewDecoder(strings.NewReader(arg))
 		dec.DisallowUnknownFields()
 		return dec.Decode(v)
 	}
-	var err error
+	hooks := []string{"fault", "clear-faults", "stop", "delete", "set-error", "missing-container"}
+	if !slices.Contains(hooks, name) {
+		return nil, fmt.Errorf("unknown hook %q (%s)", name, strings.Join(hooks, ", "))
+	}
+	if arg == "" && name != "clear-faults" {
+		return nil, fmt.Errorf("hook %s needs an argument", name)
+	}
 	switch name {
 	case "fault":
-		h.Fault = &FaultSpec{}
-		err = decode(h.Fault)
-	case "set-error":
-		h.SetError = &SetError{}
-		err = decode(h.SetError)
-	case "clear-faults":
-		h.ClearFaults = true
-		if arg != "" {
-			err = errors.New("clear-faults takes no argument")
+		var f faultSpec
+		if err := decode(&f); err != nil {
+			return nil, fmt.Errorf("hook fault: %w", err)
 		}
+		return func(e *emulatorEnv) error {
+			e.emu.Server.AddFault(emulator.Fault{Method: f.Method, Path: f.Path, SandboxID: f.SandboxID, Times: f.Times,
+				Latency: time.Duration(f.LatencyMs) * time.Millisecond, Status: f.Status, Body: f.Body, EmptyBody: f.EmptyBody,
+				Hang: f.Hang, Reset: f.Reset, ResetAfterBytes: f.ResetAfterBytes, RetryAfter: f.RetryAfter,
+				DropWebSocketAfterBytes: f.DropWebSocketAfterBytes, Command: f.Command})
+			return nil
+		}, nil
+	case "set-error":
+		var se struct {
+			ID          string `json:"id"`
+			Reason      string `json:"reason"`
+			Recoverable bool   `json:"recoverable"`
+		}
+		if err := decode(&se); err != nil {
+			return nil, fmt.Errorf("hook set-error: %w", err)
+		}
+		return func(e *emulatorEnv) error { return e.emu.Server.SetError(se.ID, se.Reason, se.Recoverable) }, nil
+	case "clear-faults":
+		if arg != "" {
+			return nil, errors.New("hook clear-faults takes no argument")
+		}
+		return func(e *emulatorEnv) error { e.emu.Server.ClearFaults(); return nil }, nil
 	case "stop":
-		h.Stop = arg
-	case "delete":
-		h.Delete = arg
+		return func(e *emulatorEnv) error { return e.emu.Server.StopBehindClientsBack(arg) }, nil
 	case "missing-container":
-		h.MissingContainer = arg
-	default:
-		return nil, fmt.Errorf("unknown hook %q (fault, clear-faults, stop, delete, set-error, missing-container)", name)
+		return func(e *emulatorEnv) error { return e.emu.Server.SetMissingContainer(arg) }, nil
 	}
-	if err == nil && arg == "" && !h.ClearFaults {
-		err = errors.New("needs an argument")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("hook %s: %w", name, err)
-	}
-	return h, nil
+	return func(e *emulatorEnv) error { return e.delete(arg) }, nil
 }
 
 // LoadDir loads every *.jsonl scenario under dir, sorted by name.
@@ -153,7 +151,7 @@ func Load(path string) (*Scenario, error) {
 		case st.Worker != nil || st.Unordered != nil || st.ExecuteLog != nil || st.Exit != nil || st.Signal != "":
 			return nil, fmt.Errorf("%s:%d: a refcheck scenario compares the two workers and holds no expectations", path, st.Line)
 		case st.Hook != "":
-			if _, err := ParseHook(st.Hook); err != nil {
+			if _, err := parseHook(st.Hook); err != nil {
 				return nil, fmt.Errorf("%s:%d: %w", path, st.Line, err)
 			}
 		}
