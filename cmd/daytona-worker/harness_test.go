@@ -108,7 +108,7 @@ func playTranscript(t *testing.T, path string, vars transcript.Vars, env []strin
 	playTranscriptWithHooks(t, path, vars, nil, env, args...)
 }
 
-// playTranscriptWithHooks is playTranscript with {"hook": …} steps.
+// playTranscriptWithHooks is playTranscript with "hook NAME" steps.
 func playTranscriptWithHooks(t *testing.T, path string, vars transcript.Vars, hooks map[string]func(transcript.Vars) error, env []string, args ...string) {
 	t.Helper()
 	steps, err := transcript.ParseFile(path)
@@ -116,7 +116,7 @@ func playTranscriptWithHooks(t *testing.T, path string, vars transcript.Vars, ho
 		t.Fatal(err)
 	}
 	p := startWorker(t, env, args...)
-	player := &transcript.Player{Stdin: playerProcess{p}, Stdout: p.Stdout(), Process: playerProcess{p}, Vars: vars, Update: *update, Hooks: hooks}
+	player := &transcript.Player{Worker: p, Vars: vars, Update: *update, Hooks: hooks}
 	out, err := player.Play(steps)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)

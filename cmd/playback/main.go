@@ -11,18 +11,19 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
 func main() {
@@ -74,23 +75,18 @@ func play(path, workerPath string, vars transcript.Vars, verbose bool, out io.Wr
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(workerPath)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	// The worker gets this environment, as it did when started by hand.
+	proc, err := workerhost.Start(context.Background(), workerhost.Command{Path: workerPath, Env: os.Environ()})
 	if err != nil {
-		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start the worker: %w", err)
 	}
-	fmt.Fprintf(out, "started %s (pid %d)\n\n", workerPath, cmd.Process.Pid)
-	proc := &transcript.ExecProcess{Cmd: cmd}
+	defer func() {
+		_ = proc.Close()
+		os.Stderr.WriteString(proc.Stderr())
+	}()
+	fmt.Fprintf(out, "started %s (pid %d)\n\n", workerPath, proc.Pid())
 	player := &transcript.Player{
-		Stdin: stdin, Stdout: stdout, Process: proc, Vars: vars,
+		Worker: proc, Vars: vars,
 		Observe: func(fromHost bool, line []byte) {
 			arrow := "worker ←"
 			if fromHost {
@@ -102,7 +98,7 @@ func play(path, workerPath string, vars transcript.Vars, verbose bool, out io.Wr
 	if _, err := player.Play(steps); err != nil {
 		return err
 	}
-	code, _ := proc.Wait()
+	code, _ := proc.Wait(context.Background())
 	fmt.Fprintf(out, "\nworker exited with code %d; every reply matched the transcript\n", code)
 	return nil
 }

@@ -5,56 +5,33 @@
 // identical, documented (every difference is one a row of differences.txt
 // names) or different. `make refcheck` runs it (cmd/refcheck).
 //
-// A scenario is a file of JSON lines under testdata/refcheck (blank lines
-// and lines starting with '#' are comments). The sync scenarios of
-// testdata/refcheck-sync are kept apart: they compare real syncs, which the
-// reference copy `make refcheck` sets up cannot make (its file-sync module
-// is a stand-in, row reference-copy-stubs); play them against a copy that
-// has the plugin's module with
+// A scenario is a file under testdata/refcheck in the scenario format of
+// internal/transcript (its package doc has the steps and options), with no
+// expectations: each step's output (a host request's lines up to its
+// reply, a host notification's or a raw line's until quiet, what the
+// workers write after close_stdin until they exit, then {"exit": code}, a
+// sandboxes or files line) is collected from both workers and compared. The
+// sync scenarios of testdata/refcheck-sync are kept apart: they compare real
+// syncs, which the reference copy `make refcheck` sets up cannot make (its
+// file-sync module is a stand-in, row reference-copy-stubs); play them
+// against a copy that has the plugin's module with
 // `bin/refcheck -scenarios testdata/refcheck-sync -reference "node DIR/worker.mjs"`.
 // Their differs name the rows that apply then; played through
 // daytona-worker on both sides they come out identical
 // (TestSameWorkerOnBothSidesIsIdentical plays one of them).
 //
-// Steps:
+// Hooks act on each side's emulator: `fault {...}` (method, path,
+// sandboxId, times, latency_ms, status, body, empty_body, hang, reset,
+// reset_after_bytes, retry_after, drop_websocket_after_bytes, command: the
+// fields of emulator.Fault), clear-faults, stop ID, delete ID,
+// `set-error {"id": ID, "reason": "…", "recoverable": false}`,
+// missing-container ID. A files step lists a folder of this machine (a
+// sandbox's, e.g. "${CWD}/x", or one in "${HOST_DIR}"): every path below
+// it ("." for itself), sorted, with its type, octal mode, and a file's size
+// and sha256 or a link's target (no times, no owners);
+// {"files": null, "error": …} when it is missing or not a folder.
 //
-//	{"scenario": {...}}   optional first line: "env" (extra environment of
-//	                      both workers, values may use variables),
-//	                      "emulator": {"transitional": true, "step_delay_ms": N},
-//	                      "no_initialize": true (the scenario sends it itself)
-//	{"host": {...}}       a message to write to both workers; when it is a
-//	                      request, the step waits for its reply and takes
-//	                      every line written until then as its output
-//	{"host_raw": "text", "replies": N}
-//	                      raw text (a newline is added) and how many lines
-//	                      to wait for; with 0 the step waits for quiet
-//	{"hook": {...}}       act on each side's emulator: {"fault": {...}}
-//	                      (method, path, sandboxId, times, latency_ms, status,
-//	                      body, empty_body, hang, reset, reset_after_bytes,
-//	                      retry_after, drop_websocket_after_bytes, command:
-//	                      the fields of emulator.Fault),
-//	                      {"clear_faults": true}, {"stop": ID}, {"delete": ID},
-//	                      {"set_error": {"id": ID, "reason": "…", "recoverable": false}},
-//	                      {"missing_container": ID}
-//	{"sandboxes": true}   output one line describing the emulator's
-//	                      sandboxes (name, state, labels, intervals)
-//	{"files": "PATH"}     output one line listing a folder of this machine
-//	                      (a sandbox's, e.g. "${CWD}/x", or one in
-//	                      "${HOST_DIR}"): every path below it ("." for
-//	                      itself), sorted, with its type, octal mode, and a
-//	                      file's size and sha256 or a link's target (no
-//	                      times, no owners); {"files": null, "error": …}
-//	                      when it is missing or not a folder
-//	{"close_stdin": true} close the workers' stdin; the output is what they
-//	                      write until they exit, then {"exit": code}
-//	{"sleep_ms": N}       pause
-//
-// Steps that produce output may add "capture": {"NAME": "$.result.path"},
-// binding NAME on each side to that side's value for later lines, and
-// "differs": {"row-id": ["$.path", …]}, the JSON paths (each covering its
-// subtree; "$" covers the whole output, "$lines" a different line count) at
-// which the two sides may differ because of the differences.txt row named.
-// "${NAME}" in a line is replaced by a variable: DAYTONA_API_URL,
+// "${NAME}" in a step is replaced by a variable: DAYTONA_API_URL,
 // DAYTONA_API_KEY, EMULATOR_URL, CLOSED_API_URL (nothing listens there),
 // HOST_DIR (an empty scratch folder of the side's own, removed after the
 // scenario: host paths of syncs and files steps, so that the two sides

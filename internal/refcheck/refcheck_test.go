@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/internal/differences"
+	"github.com/paperclipai/daytona-worker/internal/transcript"
 )
 
 func decode(t *testing.T, s string) any {
@@ -150,11 +151,13 @@ func TestLoadRejectsMalformedScenarios(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for name, tc := range map[string]struct{ text, want string }{
-		"two kinds":    {`{"host":{"id":1},"sandboxes":true}`, "exactly one of"},
-		"unknown key":  {`{"host":{"id":1},"expect":1}`, `unknown field "expect"`},
-		"late setup":   {"{\"sandboxes\":true}\n{\"scenario\":{}}", "must come first"},
-		"bad path":     {`{"host":{"id":1},"differs":{"r":["result"]}}`, "must start with $"},
-		"capture hook": {`{"hook":{"clear_faults":true},"capture":{"X":"$.a"}}`, "need a step with output"},
+		"unknown step": {`expect {"id":1}`, `unknown step "expect"`},
+		"expectation":  {"host {\"id\":1}\nworker {\"id\":1}", "holds no expectations"},
+		"late setup":   {"sandboxes\nscenario {}", "must come first"},
+		"bad path":     {"host {\"id\":1}\n  differs {\"r\":[\"result\"]}", "must start with $"},
+		"capture hook": {"hook clear-faults\n  capture {\"X\":\"$.a\"}", "takes no options"},
+		"unknown hook": {"hook explode", `unknown hook "explode"`},
+		"bad fault":    {`hook fault {"stauts":500}`, `unknown field "stauts"`},
 		"empty":        {"# nothing\n", "no steps"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".jsonl")
@@ -163,16 +166,6 @@ func TestLoadRejectsMalformedScenarios(t *testing.T) {
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), tc.want, name)
 	}
-}
-
-func TestSubstitute(t *testing.T) {
-	t.Parallel()
-	p := &player{vars: map[string]string{"URL": "http://h/api", "Q": `a"b`}, jsonVars: map[string]json.RawMessage{"CFG": json.RawMessage(`{"k":1}`)}}
-	got, err := p.substitute(`{"config":"${CFG}","u":"${URL}/x","q":"${Q}","inner":"cfg=${CFG}"}`)
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"config":{"k":1},"u":"http://h/api/x","q":"a\"b","inner":"cfg={\"k\":1}"}`, got)
-	_, err = p.substitute(`"${NOPE}"`)
-	assert.ErrorContains(t, err, "NOPE")
 }
 
 // The project's scenarios parse, and every row they cite is in the list.
@@ -253,29 +246,6 @@ func TestSameWorkerOnBothSidesIsIdentical(t *testing.T) {
 	}
 }
 
-func TestOrderRepliesSortsOnlyReplies(t *testing.T) {
-	lines := [][]byte{
-		[]byte(`{"jsonrpc":"2.0","method":"log","params":{"message":"a"}}`),
-		[]byte(`{"jsonrpc":"2.0","id":42,"result":{"status":"ok"}}`),
-		[]byte(`{"jsonrpc":"2.0","method":"log","params":{"message":"b"}}`),
-		[]byte(`{"jsonrpc":"2.0","id":41,"result":{"status":"ok"}}`),
-		[]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`),
-	}
-	orderReplies(lines)
-	want := []string{
-		`{"jsonrpc":"2.0","method":"log","params":{"message":"a"}}`,
-		`{"jsonrpc":"2.0","id":41,"result":{"status":"ok"}}`,
-		`{"jsonrpc":"2.0","method":"log","params":{"message":"b"}}`,
-		`{"jsonrpc":"2.0","id":42,"result":{"status":"ok"}}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
-	}
-	got := make([]string, len(lines))
-	for i, b := range lines {
-		got[i] = string(b)
-	}
-	require.Equal(t, want, got)
-}
-
 // A files step lists a folder's tree: types, modes (special bits too),
 // sizes and digests of files, link targets; a missing folder says so.
 func TestFilesLineListsATree(t *testing.T) {
@@ -315,10 +285,10 @@ func TestHostDirIsPerSideAndNormalised(t *testing.T) {
 	assert.NotEqual(t, a, b)
 	r := newReplacer(map[string]string{"HOST_DIR": a})
 	assert.Equal(t, "${HOST_DIR}/x", r.string(a+"/x"))
-	sc := &Scenario{Steps: []Step{{Files: "${HOST_DIR}/${SUB}"}}}
-	p := &player{sc: sc, vars: map[string]string{"HOST_DIR": a, "SUB": "s t"}, jsonVars: map[string]json.RawMessage{}, repl: r}
 	require.NoError(t, os.MkdirAll(filepath.Join(a, "s t"), 0o755))
-	out, err := p.step(context.Background(), &sc.Steps[0])
+	dir, err := transcript.SubstituteText("${HOST_DIR}/${SUB}", transcript.Vars{"HOST_DIR": transcript.StringVar(a), "SUB": transcript.StringVar("s t")})
+	require.NoError(t, err)
+	out, err := finish(&Step{Files: "${HOST_DIR}/${SUB}"}, [][]byte{filesLine(dir)}, -1, transcript.Vars{}, r)
 	require.NoError(t, err)
 	assert.Empty(t, diffOutputs([]any{decode(t, `{"files":[{"path":".","type":"dir","mode":"0755"}]}`)}, out.Lines))
 }

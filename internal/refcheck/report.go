@@ -54,7 +54,7 @@ func Compare(sc *Scenario, ref, ours []*StepOutput, list *differences.List) *Res
 				return r
 			}
 		}
-		if !st.producesOutput() {
+		if !st.CollectsOutput() {
 			continue
 		}
 		var a, b []any

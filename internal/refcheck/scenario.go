@@ -1,15 +1,17 @@
 package refcheck
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/transcript"
 )
 
 // Scenario is one host situation, played through both workers.
@@ -17,54 +19,15 @@ type Scenario struct {
 	Name  string // the file name without .jsonl
 	Path  string
 	Notes string // the file's leading comment lines
-	Setup Setup
+	Setup transcript.Setup
 	Steps []Step
 }
 
-// Setup is a scenario's optional first line.
-type Setup struct {
-	Env          map[string]string `json:"env"`
-	Emulator     EmulatorSetup     `json:"emulator"`
-	NoInitialize bool              `json:"no_initialize"`
-}
+// Step is one step of a scenario.
+type Step = transcript.Step
 
-// EmulatorSetup selects emulator options.
-type EmulatorSetup struct {
-	Transitional bool `json:"transitional"`
-	StepDelayMs  int  `json:"step_delay_ms"`
-}
-
-// Step is one line of a scenario.
-type Step struct {
-	Line int // in the file
-
-	Host       json.RawMessage `json:"host"`
-	HostRaw    *string         `json:"host_raw"`
-	Replies    int             `json:"replies"`
-	Hook       *Hook           `json:"hook"`
-	Sandboxes  bool            `json:"sandboxes"`
-	CloseStdin bool            `json:"close_stdin"`
-	SleepMs    int             `json:"sleep_ms"`
-	// Files lists a folder of this machine (a sandbox's, or ${HOST_DIR}).
-	Files string `json:"files"`
-
-	Capture   map[string]string   `json:"capture"`
-	Differs   map[string][]string `json:"differs"`
-	TimeoutMs int                 `json:"timeout_ms"`
-}
-
-// Hook acts on an emulator behind the worker's back.
-type Hook struct {
-	Fault            *FaultSpec `json:"fault"`
-	ClearFaults      bool       `json:"clear_faults"`
-	Stop             string     `json:"stop"`
-	Delete           string     `json:"delete"`
-	SetError         *SetError  `json:"set_error"`
-	MissingContainer string     `json:"missing_container"`
-}
-
-// FaultSpec is an emulator.Fault in JSON.
-type FaultSpec struct {
+// faultSpec is an emulator.Fault in JSON.
+type faultSpec struct {
 	Method    string `json:"method"`
 	Path      string `json:"path"`
 	SandboxID string `json:"sandboxId"`
@@ -87,16 +50,59 @@ type FaultSpec struct {
 	Command string `json:"command"`
 }
 
-// SetError puts a sandbox in the error state.
-type SetError struct {
-	ID          string `json:"id"`
-	Reason      string `json:"reason"`
-	Recoverable bool   `json:"recoverable"`
-}
-
-// producesOutput reports whether the step's output is compared.
-func (s *Step) producesOutput() bool {
-	return len(s.Host) > 0 || s.HostRaw != nil || s.Sandboxes || s.CloseStdin || s.Files != ""
+// parseHook reads a hook step's text ("fault {…}", "clear-faults",
+// "stop ID", "delete ID", `set-error {"id": ID, "reason": "…",
+// "recoverable": false}`, "missing-container ID") into the action it takes
+// on a side's emulator behind the worker's back.
+func parseHook(text string) (func(e *emulatorEnv) error, error) {
+	name, arg, _ := strings.Cut(text, " ")
+	arg = strings.TrimSpace(arg)
+	decode := func(v any) error {
+		dec := json.NewDecoder(strings.NewReader(arg))
+		dec.DisallowUnknownFields()
+		return dec.Decode(v)
+	}
+	hooks := []string{"fault", "clear-faults", "stop", "delete", "set-error", "missing-container"}
+	if !slices.Contains(hooks, name) {
+		return nil, fmt.Errorf("unknown hook %q (%s)", name, strings.Join(hooks, ", "))
+	}
+	if arg == "" && name != "clear-faults" {
+		return nil, fmt.Errorf("hook %s needs an argument", name)
+	}
+	switch name {
+	case "fault":
+		var f faultSpec
+		if err := decode(&f); err != nil {
+			return nil, fmt.Errorf("hook fault: %w", err)
+		}
+		return func(e *emulatorEnv) error {
+			e.emu.Server.AddFault(emulator.Fault{Method: f.Method, Path: f.Path, SandboxID: f.SandboxID, Times: f.Times,
+				Latency: time.Duration(f.LatencyMs) * time.Millisecond, Status: f.Status, Body: f.Body, EmptyBody: f.EmptyBody,
+				Hang: f.Hang, Reset: f.Reset, ResetAfterBytes: f.ResetAfterBytes, RetryAfter: f.RetryAfter,
+				DropWebSocketAfterBytes: f.DropWebSocketAfterBytes, Command: f.Command})
+			return nil
+		}, nil
+	case "set-error":
+		var se struct {
+			ID          string `json:"id"`
+			Reason      string `json:"reason"`
+			Recoverable bool   `json:"recoverable"`
+		}
+		if err := decode(&se); err != nil {
+			return nil, fmt.Errorf("hook set-error: %w", err)
+		}
+		return func(e *emulatorEnv) error { return e.emu.Server.SetError(se.ID, se.Reason, se.Recoverable) }, nil
+	case "clear-faults":
+		if arg != "" {
+			return nil, errors.New("hook clear-faults takes no argument")
+		}
+		return func(e *emulatorEnv) error { e.emu.Server.ClearFaults(); return nil }, nil
+	case "stop":
+		return func(e *emulatorEnv) error { return e.emu.Server.StopBehindClientsBack(arg) }, nil
+	case "missing-container":
+		return func(e *emulatorEnv) error { return e.emu.Server.SetMissingContainer(arg) }, nil
+	}
+	return func(e *emulatorEnv) error { return e.delete(arg) }, nil
 }
 
 // LoadDir loads every *.jsonl scenario under dir, sorted by name.
@@ -122,88 +128,38 @@ func LoadDir(dir string) ([]*Scenario, error) {
 	return out, errors.Join(errs...)
 }
 
-// Load parses one scenario file.
+// Load parses one scenario file. Its steps act and collect output; a
+// scenario holds no expectations of its own (the other side is its
+// expectation).
 func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	steps, err := transcript.ParseFile(path)
 	if err != nil {
 		return nil, err
 	}
 	s := &Scenario{Name: strings.TrimSuffix(filepath.Base(path), ".jsonl"), Path: path}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	lineNo := 0
 	var notes []string
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		if strings.HasPrefix(line, "#") {
-			if len(s.Steps) == 0 {
+	for _, st := range steps {
+		switch {
+		case st.Comment != nil:
+			if line := strings.TrimSpace(*st.Comment); len(s.Steps) == 0 && strings.HasPrefix(line, "#") {
 				notes = append(notes, strings.TrimSpace(strings.TrimPrefix(line, "#")))
 			}
 			continue
-		}
-		var probe map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(line), &probe); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, lineNo, err)
-		}
-		if raw, ok := probe["scenario"]; ok {
-			if len(s.Steps) > 0 {
-				return nil, fmt.Errorf("%s:%d: the scenario line must come first", path, lineNo)
-			}
-			dec := json.NewDecoder(bytes.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&s.Setup); err != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, lineNo, err)
-			}
+		case st.Scenario != nil:
+			s.Setup = *st.Scenario
 			continue
-		}
-		var st Step
-		dec := json.NewDecoder(strings.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&st); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, lineNo, err)
-		}
-		st.Line = lineNo
-		if err := st.validate(); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, lineNo, err)
+		case st.Worker != nil || st.Unordered != nil || st.ExecuteLog != nil || st.Exit != nil || st.Signal != "":
+			return nil, fmt.Errorf("%s:%d: a refcheck scenario compares the two workers and holds no expectations", path, st.Line)
+		case st.Hook != "":
+			if _, err := parseHook(st.Hook); err != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, st.Line, err)
+			}
 		}
 		s.Steps = append(s.Steps, st)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(s.Steps) == 0 {
 		return nil, fmt.Errorf("%s: no steps", path)
 	}
 	s.Notes = strings.Join(notes, " ")
 	return s, nil
-}
-
-func (s *Step) validate() error {
-	kinds := 0
-	for _, set := range []bool{len(s.Host) > 0, s.HostRaw != nil, s.Hook != nil, s.Sandboxes, s.CloseStdin, s.SleepMs > 0, s.Files != ""} {
-		if set {
-			kinds++
-		}
-	}
-	if kinds != 1 {
-		return errors.New("a step is exactly one of host, host_raw, hook, sandboxes, close_stdin, sleep_ms, files")
-	}
-	if (len(s.Capture) > 0 || len(s.Differs) > 0) && !s.producesOutput() {
-		return errors.New("capture and differs need a step with output")
-	}
-	for row, paths := range s.Differs {
-		if len(paths) == 0 {
-			return fmt.Errorf("differs %q names no path", row)
-		}
-		for _, p := range paths {
-			if p != "$lines" && !strings.HasPrefix(p, "$") {
-				return fmt.Errorf("differs %q: path %q must start with $", row, p)
-			}
-		}
-	}
-	return nil
 }

@@ -43,7 +43,8 @@ var (
 
 // Substitute replaces "${NAME}" references in a JSON text. A reference that
 // is a whole JSON string is replaced by the variable's JSON value; one inside
-// a longer string by the variable's string content.
+// a longer string by the variable's string content (or JSON text, for a
+// value other than a string), escaped for the string.
 func Substitute(text []byte, vars Vars) ([]byte, error) {
 	var missing []string
 	out := wholeVarRef().ReplaceAllFunc(text, func(m []byte) []byte {
@@ -62,16 +63,26 @@ func Substitute(text []byte, vars Vars) ([]byte, error) {
 			missing = append(missing, name)
 			return m
 		}
-		var s string
-		if json.Unmarshal(v, &s) != nil {
-			missing = append(missing, name+" (not a string)")
-			return m
-		}
+		s := string(v) // a value other than a string goes in as its JSON text
+		_ = json.Unmarshal(v, &s)
 		quoted, _ := json.Marshal(s)
 		return quoted[1 : len(quoted)-1]
 	})
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("undefined variables: %s", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// SubstituteText replaces "${NAME}" references in plain text (a path).
+func SubstituteText(text string, vars Vars) (string, error) {
+	sub, err := Substitute(StringVar(text), vars)
+	if err != nil {
+		return "", err
+	}
+	var out string
+	if err := json.Unmarshal(sub, &out); err != nil {
+		return "", fmt.Errorf("%q after substitution: %w", text, err)
 	}
 	return out, nil
 }

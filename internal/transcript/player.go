@@ -1,54 +1,81 @@
 package transcript
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// Process is the worker under test, as the player needs it.
+// Worker is the worker under test as the player drives it;
+// *workerhost.Process is one.
+type Worker interface {
+	WriteLine(line []byte) error
+	// ReadLine returns the next line the worker wrote, io.EOF at the end.
+	ReadLine(ctx context.Context) ([]byte, error)
+	CloseStdin() error
+	Signal(sig os.Signal) error
+	// Wait returns the exit code, -1 when a signal ended the worker.
+	Wait(ctx context.Context) (int, error)
+}
+
+// Process is a worker the caller started itself, as Stdin, Stdout and
+// Process drive it.
 type Process interface {
 	Signal(sig os.Signal) error
 	// Wait waits for the process to exit and returns its exit code.
 	Wait() (int, error)
 }
 
-// Player replays a transcript against a running worker.
+// Player plays a scenario against a running worker. It checks the
+// scenario's expectations (and, with Update, rewrites them), or, when
+// Collect is set, hands each step's output to Collect instead.
 type Player struct {
+	Worker Worker
+	// Stdin, Stdout and Process drive a worker the caller started and
+	// wired itself, when Worker is nil.
 	Stdin   io.WriteCloser
 	Stdout  io.Reader
 	Process Process
-	// Vars are substituted into host and worker lines; captures add to it.
+
+	// Vars are substituted into steps; captures add to it.
 	Vars Vars
 	// Update rewrites expectations from what the worker actually wrote.
 	Update bool
-	// Timeout bounds each wait for a worker line (default 20s).
+	// Timeout bounds each wait for a worker line, or a step's wait for its
+	// output in collect mode (default 20s; a step's timeout_ms wins).
 	Timeout time.Duration
 	// Quiet is how long the worker must stay silent before the player
 	// concludes it has nothing more to say (default 150ms).
 	Quiet time.Duration
 	// Observe, if set, sees each line as it crosses (for printing).
 	Observe func(fromHost bool, line []byte)
-	// Hooks are the actions {"hook": name} steps run, with the variables.
+	// Hooks are the actions "hook NAME" steps run, by their whole text.
 	Hooks map[string]func(vars Vars) error
+	// RunHook runs a hook Hooks does not name, given its text after
+	// substitution.
+	RunHook func(text string, vars Vars) error
 
-	lines    chan lineOrErr
+	// Collect, when set, plays in collect mode: the scenario holds no
+	// expectations, and each step with output hands Collect what the
+	// worker wrote during it and the index of the reply among those lines
+	// (-1 when none came). i indexes the steps given to Play.
+	Collect func(i int, lines [][]byte, reply int) error
+	// Inspect makes the line of a sandboxes or files step (collect mode).
+	Inspect func(s *Step) ([]byte, error)
+
+	w        Worker
 	pushback []byte // a line read ahead and not yet consumed
 }
 
-type lineOrErr struct {
-	line []byte
-	err  error
-}
-
-// PlayError locates a failure in the transcript.
+// PlayError locates a failure in the scenario.
 type PlayError struct {
 	Line int
 	Err  error
@@ -72,162 +99,119 @@ func (p *Player) defaults() {
 }
 
 // Play runs the steps. It returns the steps to write back in update mode
-// (nil otherwise). The worker's stdout is read to its end by a goroutine that
-// stops when the worker closes it; Play waits for the worker to exit.
+// (nil otherwise). In check mode a worker that has not exited by the last
+// step must then stay silent and exit 0 at the end of its input; on a
+// failure the worker is killed.
 func (p *Player) Play(steps []Step) ([]Step, error) {
 	p.defaults()
-	p.lines = make(chan lineOrErr, 64)
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		defer close(p.lines)
-		br := bufio.NewReaderSize(p.Stdout, 64<<10)
-		for {
-			line, err := br.ReadBytes('\n')
-			if len(line) > 0 {
-				p.lines <- lineOrErr{line: bytes.TrimRight(line, "\r\n")}
-			}
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					p.lines <- lineOrErr{err: err}
-				}
-				return
-			}
-		}
-	}()
+	p.w = p.Worker
+	if p.w == nil {
+		pw := newPipeWorker(p.Stdin, p.Stdout, p.Process)
+		defer pw.stop()
+		p.w = pw
+	}
 	out, err := p.play(steps)
-	// Whatever happened, end the worker and let the reader finish.
-	_ = p.Stdin.Close()
-	if err != nil {
-		_ = p.Process.Signal(syscall.SIGKILL)
-		go func() {
-			for range p.lines {
-			}
-		}()
-		_, _ = p.Process.Wait()
-		<-readerDone
+	if err != nil && p.Collect == nil {
+		_ = p.w.CloseStdin()
+		_ = p.w.Signal(syscall.SIGKILL)
+		ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+		defer cancel()
+		_, _ = p.w.Wait(ctx)
 		return nil, err
 	}
-	return out, nil
+	return out, err
 }
 
 func (p *Player) play(steps []Step) ([]Step, error) {
 	var out []Step
 	exited := false
-	var lastRequestID json.RawMessage
 	for i := 0; i < len(steps); i++ {
 		s := steps[i]
 		fail := func(err error) ([]Step, error) { return nil, &PlayError{Line: s.Line, Err: err} }
-		switch {
-		case s.Comment != nil:
-			out = append(out, s)
-		case s.Host != nil:
-			line, err := Substitute(s.Host, p.Vars)
-			if err != nil {
-				return fail(err)
+		if p.Collect != nil {
+			if s.isExpectation() || s.Exit != nil {
+				return fail(errors.New("collect mode takes no expectations"))
 			}
-			if err := p.send(line); err != nil {
-				return fail(err)
-			}
-			out = append(out, s)
-			lastRequestID = requestID(line)
-			if p.Update {
-				// Replace whatever expectations followed with what the
-				// worker says now.
-				j := i + 1
-				var old []Step
-				for j < len(steps) && (steps[j].isExpectation() || (steps[j].Comment != nil && j+1 < len(steps) && steps[j+1].isExpectation())) {
-					if steps[j].isExpectation() {
-						old = append(old, steps[j])
-					}
-					j++
+			if s.CollectsOutput() {
+				lines, reply, err := p.collect(&s)
+				if err == nil {
+					err = p.Collect(i, lines, reply)
 				}
-				fresh, err := p.observe(lastRequestID, old)
 				if err != nil {
 					return fail(err)
 				}
-				out = append(out, fresh...)
-				i = j - 1
+				continue
+			}
+		}
+		var err error
+		switch {
+		case s.Comment != nil, s.Scenario != nil:
+		case s.Host != nil:
+			var line []byte
+			if line, err = Substitute(s.Host, p.Vars); err == nil {
+				err = p.send(line)
+			}
+			if err == nil && p.Update {
+				out = append(out, s)
+				i, err = p.update(steps, i, &out, requestID(line))
+				if err != nil {
+					return fail(err)
+				}
+				continue
 			}
 		case s.HostRaw != nil:
-			if err := p.send([]byte(*s.HostRaw)); err != nil {
-				return fail(err)
+			var line []byte
+			if line, err = Substitute([]byte(*s.HostRaw), p.Vars); err == nil {
+				err = p.send(line)
 			}
-			out = append(out, s)
-			lastRequestID = nil
-			if p.Update {
-				j := i + 1
-				var old []Step
-				for j < len(steps) && steps[j].isExpectation() {
-					old = append(old, steps[j])
-					j++
-				}
-				fresh, err := p.observe(nil, old)
+			if err == nil && p.Update {
+				out = append(out, s)
+				i, err = p.update(steps, i, &out, nil)
 				if err != nil {
 					return fail(err)
 				}
-				out = append(out, fresh...)
-				i = j - 1
+				continue
 			}
 		case s.Worker != nil:
-			line, err := p.next()
-			if err != nil {
-				return fail(err)
+			var line []byte
+			if line, err = p.next(p.Timeout); err == nil {
+				err = p.match(s.Worker, line)
 			}
-			if err := p.match(s.Worker, line); err != nil {
-				return fail(err)
-			}
-			out = append(out, s)
 		case s.Unordered != nil:
-			if err := p.matchUnordered(s.Unordered); err != nil {
-				return fail(err)
-			}
-			out = append(out, s)
+			err = p.matchUnordered(s.Unordered)
 		case s.ExecuteLog != nil:
-			if err := p.matchExecuteLog(s.ExecuteLog); err != nil {
-				return fail(err)
-			}
-			out = append(out, s)
+			err = p.matchExecuteLog(s.ExecuteLog)
 		case s.CloseStdin:
-			if err := p.Stdin.Close(); err != nil {
-				return fail(err)
-			}
-			out = append(out, s)
+			err = p.w.CloseStdin()
 		case s.Signal != "":
-			sig, err := parseSignal(s.Signal)
-			if err != nil {
-				return fail(err)
+			var sig os.Signal
+			if sig, err = parseSignal(s.Signal); err == nil {
+				err = p.w.Signal(sig)
 			}
-			if err := p.Process.Signal(sig); err != nil {
-				return fail(err)
-			}
-			out = append(out, s)
 		case s.Exit != nil:
-			if err := p.expectExit(*s.Exit); err != nil {
-				return fail(err)
-			}
+			err = p.expectExit(*s.Exit)
 			exited = true
-			out = append(out, s)
 		case s.SleepMs > 0:
 			time.Sleep(time.Duration(s.SleepMs) * time.Millisecond)
-			out = append(out, s)
 		case s.Hook != "":
-			hook, ok := p.Hooks[s.Hook]
-			if !ok {
-				return fail(fmt.Errorf("no hook named %q", s.Hook))
-			}
-			if err := hook(p.Vars); err != nil {
-				return fail(fmt.Errorf("hook %s: %w", s.Hook, err))
-			}
-			out = append(out, s)
+			err = p.hook(s.Hook)
+		default:
+			err = errors.New("a step the player cannot play here")
 		}
+		if err != nil {
+			return fail(err)
+		}
+		out = append(out, s)
+	}
+	if p.Collect != nil {
+		return nil, nil
 	}
 	if !exited {
 		// Nothing more may come; then the worker must exit cleanly on EOF.
 		if err := p.expectSilence(); err != nil {
 			return nil, err
 		}
-		_ = p.Stdin.Close()
+		_ = p.w.CloseStdin()
 		if err := p.expectExit(0); err != nil {
 			return nil, err
 		}
@@ -238,46 +222,206 @@ func (p *Player) play(steps []Step) ([]Step, error) {
 	return out, nil
 }
 
+// update replaces the expectations that follow the host step at i (and the
+// comments among them) with what the worker writes now, and returns the
+// index of the last step it consumed.
+func (p *Player) update(steps []Step, i int, out *[]Step, requestID json.RawMessage) (int, error) {
+	j := i + 1
+	var old []Step
+	for j < len(steps) && (steps[j].isExpectation() || (steps[j].Comment != nil && j+1 < len(steps) && steps[j+1].isExpectation())) {
+		if steps[j].isExpectation() {
+			old = append(old, steps[j])
+		}
+		j++
+	}
+	fresh, err := p.observe(requestID, old)
+	if err != nil {
+		return i, err
+	}
+	*out = append(*out, fresh...)
+	return j - 1, nil
+}
+
+func (p *Player) hook(text string) error {
+	if hook, ok := p.Hooks[text]; ok {
+		if err := hook(p.Vars); err != nil {
+			return fmt.Errorf("hook %s: %w", text, err)
+		}
+		return nil
+	}
+	if p.RunHook == nil {
+		return fmt.Errorf("no hook named %q", text)
+	}
+	sub, err := Substitute([]byte(text), p.Vars)
+	if err != nil {
+		return err
+	}
+	if err := p.RunHook(string(sub), p.Vars); err != nil {
+		return fmt.Errorf("hook %s: %w", text, err)
+	}
+	return nil
+}
+
+// collect plays a step with output in collect mode: a host request's
+// lines up to its reply, a notification's or a raw line's until quiet,
+// what the worker writes after close_stdin until it exits.
+func (p *Player) collect(s *Step) ([][]byte, int, error) {
+	timeout := p.Timeout
+	if s.TimeoutMs > 0 {
+		timeout = time.Duration(s.TimeoutMs) * time.Millisecond
+	}
+	switch {
+	case s.Sandboxes, s.Files != "":
+		if p.Inspect == nil {
+			return nil, -1, errors.New("nothing to inspect with")
+		}
+		line, err := p.Inspect(s)
+		return [][]byte{line}, -1, err
+	case s.CloseStdin:
+		_ = p.w.CloseStdin()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		lines, _ := p.readUntil(ctx, func([]byte) bool { return false })
+		if ctx.Err() != nil {
+			_ = p.w.Signal(syscall.SIGKILL)
+		}
+		code, err := p.w.Wait(context.Background())
+		if err != nil {
+			return nil, -1, err
+		}
+		return append(lines, fmt.Appendf(nil, `{"exit":%d}`, code)), -1, nil
+	case s.HostRaw != nil:
+		line, err := Substitute([]byte(*s.HostRaw), p.Vars)
+		if err == nil {
+			err = p.send(line)
+		}
+		if err != nil {
+			return nil, -1, err
+		}
+		var lines [][]byte
+		if s.Replies > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			n := 0
+			lines, _ = p.readUntil(ctx, func([]byte) bool { n++; return n >= s.Replies })
+			cancel()
+		}
+		lines = append(lines, p.readQuiet()...)
+		orderReplies(lines)
+		return lines, len(lines) - 1, nil
+	}
+	sub, err := Substitute(s.Host, p.Vars)
+	if err != nil {
+		return nil, -1, err
+	}
+	var line bytes.Buffer
+	if err := json.Compact(&line, sub); err != nil {
+		return nil, -1, fmt.Errorf("host line after substitution: %w", err)
+	}
+	if err := p.send(line.Bytes()); err != nil {
+		return nil, -1, err
+	}
+	var head struct {
+		ID     json.RawMessage `json:"id"`
+		Method *string         `json:"method"`
+	}
+	_ = json.Unmarshal(line.Bytes(), &head)
+	if head.Method == nil || len(head.ID) == 0 {
+		return p.readQuiet(), -1, nil
+	}
+	want := canonical(head.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	lines, reply := p.readUntil(ctx, func(b []byte) bool {
+		var m struct {
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		return bytes.Equal(responseID(b), want) && json.Unmarshal(b, &m) == nil && (m.Result != nil || m.Error != nil)
+	})
+	return lines, reply, nil
+}
+
+// readUntil reads lines until done holds for one (its index is returned)
+// or the output ends or ctx does (-1).
+func (p *Player) readUntil(ctx context.Context, done func([]byte) bool) ([][]byte, int) {
+	var lines [][]byte
+	for {
+		line, err := p.read(ctx)
+		if err != nil {
+			return lines, -1
+		}
+		lines = append(lines, line)
+		if done(line) {
+			return lines, len(lines) - 1
+		}
+	}
+}
+
+// readQuiet reads lines until none comes for Quiet.
+func (p *Player) readQuiet() [][]byte {
+	var lines [][]byte
+	for {
+		line, err := p.next(p.Quiet)
+		if err != nil {
+			return lines
+		}
+		lines = append(lines, line)
+	}
+}
+
+// orderReplies sorts, in place, the replies among lines by their id,
+// leaving every other line where it is. Requests written together in one
+// raw line are served concurrently, so the order of their replies is a
+// race, not a property of the worker.
+func orderReplies(lines [][]byte) {
+	var at []int
+	var replies [][]byte
+	for i, b := range lines {
+		if id := responseID(b); id != nil && string(id) != "null" {
+			at = append(at, i)
+			replies = append(replies, b)
+		}
+	}
+	sort.SliceStable(replies, func(a, b int) bool { return string(responseID(replies[a])) < string(responseID(replies[b])) })
+	for k, pos := range at {
+		lines[pos] = replies[k]
+	}
+}
+
 func (p *Player) send(line []byte) error {
 	if p.Observe != nil {
 		p.Observe(true, line)
 	}
-	buf := make([]byte, 0, len(line)+1)
-	buf = append(append(buf, line...), '\n')
-	if _, err := p.Stdin.Write(buf); err != nil {
+	if err := p.w.WriteLine(line); err != nil {
 		return fmt.Errorf("write to worker: %w", err)
 	}
 	return nil
 }
 
-// next waits for the worker's next line.
-func (p *Player) next() ([]byte, error) {
-	return p.nextWithin(p.Timeout)
+// next waits up to d for the worker's next line.
+func (p *Player) next(d time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return p.read(ctx)
 }
 
-func (p *Player) nextWithin(d time.Duration) ([]byte, error) {
+func (p *Player) read(ctx context.Context) ([]byte, error) {
 	if p.pushback != nil {
 		line := p.pushback
 		p.pushback = nil
 		return line, nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case l, ok := <-p.lines:
-		if !ok {
-			return nil, io.EOF
+	line, err := p.w.ReadLine(ctx)
+	if err != nil && len(line) == 0 { // output that ends inside a line still gives that line
+		if ctx.Err() != nil {
+			return nil, errTimeout
 		}
-		if l.err != nil {
-			return nil, l.err
-		}
-		if p.Observe != nil {
-			p.Observe(false, l.line)
-		}
-		return l.line, nil
-	case <-t.C:
-		return nil, errTimeout
+		return nil, err
 	}
+	if p.Observe != nil {
+		p.Observe(false, line)
+	}
+	return line, nil
 }
 
 func (p *Player) match(expected, line []byte) error {
@@ -294,7 +438,7 @@ func (p *Player) match(expected, line []byte) error {
 func (p *Player) matchUnordered(expected []json.RawMessage) error {
 	left := append([]json.RawMessage(nil), expected...)
 	for len(left) > 0 {
-		line, err := p.next()
+		line, err := p.next(p.Timeout)
 		if err != nil {
 			return fmt.Errorf("waiting for %d more unordered lines: %w", len(left), err)
 		}
@@ -344,7 +488,7 @@ func executeLogOf(line []byte) (inv, stream, chunk string, ok bool) {
 func (p *Player) collectExecuteLog(inv string) (stdout, stderr string, err error) {
 	var out, errOut strings.Builder
 	for {
-		line, err := p.next()
+		line, err := p.next(p.Timeout)
 		if err != nil {
 			return "", "", err
 		}
@@ -395,7 +539,7 @@ func (p *Player) observe(requestID json.RawMessage, old []Step) ([]Step, error) 
 		if waitingForReply {
 			d = p.Timeout
 		}
-		line, err := p.nextWithin(d)
+		line, err := p.next(d)
 		if errors.Is(err, errTimeout) && !waitingForReply {
 			break
 		}
@@ -415,7 +559,9 @@ func (p *Player) observe(requestID json.RawMessage, old []Step) ([]Step, error) 
 		if s.Worker != nil {
 			oldMsgs = append(oldMsgs, s.Worker)
 		}
-		oldMsgs = append(oldMsgs, rawList(s.Unordered)...)
+		for _, m := range s.Unordered {
+			oldMsgs = append(oldMsgs, m)
+		}
 	}
 	steps := make([]Step, 0, len(lines))
 	oldIdx := 0
@@ -474,16 +620,8 @@ func (p *Player) observe(requestID json.RawMessage, old []Step) ([]Step, error) 
 	return steps, nil
 }
 
-func rawList(msgs []json.RawMessage) [][]byte {
-	out := make([][]byte, len(msgs))
-	for i, m := range msgs {
-		out[i] = m
-	}
-	return out
-}
-
 func (p *Player) expectSilence() error {
-	line, err := p.nextWithin(p.Quiet)
+	line, err := p.next(p.Quiet)
 	switch {
 	case errors.Is(err, errTimeout), errors.Is(err, io.EOF):
 		return nil
@@ -495,29 +633,19 @@ func (p *Player) expectSilence() error {
 
 func (p *Player) expectExit(want int) error {
 	// The worker's stdout ends when it exits; everything it wrote before
-	// that must have been expected. Reading to the end first also keeps
-	// Wait from closing the pipe under the reader.
-	if p.pushback != nil {
-		return fmt.Errorf("worker wrote a line the transcript does not expect: %s", truncate(p.pushback))
+	// that must have been expected.
+	ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
+	defer cancel()
+	line, err := p.read(ctx)
+	switch {
+	case errors.Is(err, errTimeout):
+		return fmt.Errorf("worker did not exit within %s", p.Timeout)
+	case err == nil:
+		return fmt.Errorf("worker wrote a line the transcript does not expect: %s", truncate(line))
+	case !errors.Is(err, io.EOF):
+		return err
 	}
-	t := time.NewTimer(p.Timeout)
-	defer t.Stop()
-	for done := false; !done; {
-		select {
-		case l, ok := <-p.lines:
-			if !ok {
-				done = true
-				break
-			}
-			if l.err != nil {
-				return l.err
-			}
-			return fmt.Errorf("worker wrote a line the transcript does not expect: %s", truncate(l.line))
-		case <-t.C:
-			return fmt.Errorf("worker did not exit within %s", p.Timeout)
-		}
-	}
-	code, err := p.Process.Wait()
+	code, err := p.w.Wait(ctx)
 	if err != nil {
 		return fmt.Errorf("wait for worker: %w", err)
 	}
@@ -528,7 +656,7 @@ func (p *Player) expectExit(want int) error {
 }
 
 func parseSignal(name string) (os.Signal, error) {
-	switch strings.ToUpper(strings.TrimPrefix(strings.ToUpper(name), "SIG")) {
+	switch strings.TrimPrefix(strings.ToUpper(name), "SIG") {
 	case "TERM":
 		return syscall.SIGTERM, nil
 	case "INT":
@@ -541,6 +669,7 @@ func parseSignal(name string) (os.Signal, error) {
 	return nil, fmt.Errorf("unknown signal %q", name)
 }
 
+// requestID is the canonical id of a request line, nil for anything else.
 func requestID(line []byte) json.RawMessage {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
@@ -549,9 +678,10 @@ func requestID(line []byte) json.RawMessage {
 	if json.Unmarshal(line, &m) != nil || m.Method == nil || len(m.ID) == 0 || string(m.ID) == "null" {
 		return nil
 	}
-	return compact(m.ID)
+	return canonical(m.ID)
 }
 
+// responseID is the canonical id of a response line, nil for anything else.
 func responseID(line []byte) json.RawMessage {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
@@ -560,15 +690,18 @@ func responseID(line []byte) json.RawMessage {
 	if json.Unmarshal(line, &m) != nil || m.Method != nil || len(m.ID) == 0 {
 		return nil
 	}
-	return compact(m.ID)
+	return canonical(m.ID)
 }
 
-func compact(raw json.RawMessage) json.RawMessage {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
+// canonical re-encodes a JSON value, so that ids written differently
+// (1.0 and 1, escapes) compare as the values they are.
+func canonical(raw json.RawMessage) json.RawMessage {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
 		return raw
 	}
-	return b.Bytes()
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func truncate(b []byte) string {

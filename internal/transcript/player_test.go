@@ -110,12 +110,12 @@ func TestPlayerReplaysAndCaptures(t *testing.T) {
 	w := startEchoWorker(nil)
 	out, err := w.player().Play(steps(t,
 		`# a comment is kept`,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"echo","params":{"token":"t-1"}}}`,
-		`{"worker":{"jsonrpc":"2.0","id":1,"result":{"token":"<capture:TOK>"}}}`,
-		`{"host":{"jsonrpc":"2.0","id":2,"method":"echo","params":"${TOK}"}}`,
-		`{"worker":{"jsonrpc":"2.0","id":2,"result":"t-1"}}`,
-		`{"close_stdin":true}`,
-		`{"exit":0}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"echo","params":{"token":"t-1"}}`,
+		`worker {"jsonrpc":"2.0","id":1,"result":{"token":"<capture:TOK>"}}`,
+		`host {"jsonrpc":"2.0","id":2,"method":"echo","params":"${TOK}"}`,
+		`worker {"jsonrpc":"2.0","id":2,"result":"t-1"}`,
+		`close_stdin`,
+		`exit 0`,
 	))
 	require.NoError(t, err)
 	assert.Nil(t, out, "nothing to write back without Update")
@@ -125,9 +125,9 @@ func TestPlayerFailsOnAnUnexpectedLineAndEndsTheWorker(t *testing.T) {
 	t.Parallel()
 	w := startEchoWorker(nil)
 	_, err := w.player().Play(steps(t,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"echo","params":"a"}}`,
-		`{"worker":{"jsonrpc":"2.0","id":1,"result":"b"}}`,
-		`{"host":{"jsonrpc":"2.0","id":2,"method":"echo","params":"never sent"}}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"echo","params":"a"}`,
+		`worker {"jsonrpc":"2.0","id":1,"result":"b"}`,
+		`host {"jsonrpc":"2.0","id":2,"method":"echo","params":"never sent"}`,
 	))
 	var pe *PlayError
 	require.ErrorAs(t, err, &pe)
@@ -142,14 +142,14 @@ func TestPlayerFailsOnSilenceAndOnExtraLines(t *testing.T) {
 	p := w.player()
 	p.Timeout = 100 * time.Millisecond // the reply never comes: only the bound ends the wait
 	_, err := p.Play(steps(t,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"mute","params":{}}}`,
-		`{"worker":{"jsonrpc":"2.0","id":1,"result":{}}}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"mute","params":{}}`,
+		`worker {"jsonrpc":"2.0","id":1,"result":{}}`,
 	))
 	assert.ErrorIs(t, err, errTimeout)
 
 	w = startEchoWorker(nil)
 	_, err = w.player().Play(steps(t,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"echo","params":1}}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"echo","params":1}`,
 	))
 	assert.ErrorContains(t, err, "worker wrote a line the transcript does not expect")
 }
@@ -160,10 +160,74 @@ func TestPlayerUpdateRewritesExpectations(t *testing.T) {
 	p := w.player()
 	p.Update = true
 	out, err := p.Play(steps(t,
-		`{"host":{"jsonrpc":"2.0","id":1,"method":"health","params":{}}}`,
-		`{"worker":{"jsonrpc":"2.0","id":1,"result":{"status":"stale"}}}`,
+		`host {"jsonrpc":"2.0","id":1,"method":"health","params":{}}`,
+		`worker {"jsonrpc":"2.0","id":1,"result":{"status":"stale"}}`,
 	))
 	require.NoError(t, err)
 	require.Len(t, out, 2)
 	assert.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":{"status":"ok"}}`, string(out[1].Worker))
+}
+
+func TestOrderRepliesSortsOnlyReplies(t *testing.T) {
+	lines := [][]byte{
+		[]byte(`{"jsonrpc":"2.0","method":"log","params":{"message":"a"}}`),
+		[]byte(`{"jsonrpc":"2.0","id":42,"result":{"status":"ok"}}`),
+		[]byte(`{"jsonrpc":"2.0","method":"log","params":{"message":"b"}}`),
+		[]byte(`{"jsonrpc":"2.0","id":41,"result":{"status":"ok"}}`),
+		[]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`),
+	}
+	orderReplies(lines)
+	want := []string{
+		`{"jsonrpc":"2.0","method":"log","params":{"message":"a"}}`,
+		`{"jsonrpc":"2.0","id":41,"result":{"status":"ok"}}`,
+		`{"jsonrpc":"2.0","method":"log","params":{"message":"b"}}`,
+		`{"jsonrpc":"2.0","id":42,"result":{"status":"ok"}}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
+	}
+	got := make([]string, len(lines))
+	for i, b := range lines {
+		got[i] = string(b)
+	}
+	require.Equal(t, want, got)
+}
+
+// In collect mode each step with output hands over what the worker wrote
+// during it: a request's lines up to its reply, a raw line's replies in id
+// order, what comes after close_stdin up to the exit.
+func TestPlayerCollectsEachStepsOutput(t *testing.T) {
+	t.Parallel()
+	w := startEchoWorker(nil)
+	p := w.player()
+	p.Vars = Vars{"CFG": json.RawMessage(`{"k":1}`)}
+	type got struct {
+		i     int
+		lines []string
+		reply int
+	}
+	var outs []got
+	p.Collect = func(i int, lines [][]byte, reply int) error {
+		g := got{i: i, reply: reply}
+		for _, l := range lines {
+			g.lines = append(g.lines, string(l))
+		}
+		outs = append(outs, g)
+		return nil
+	}
+	_, err := p.Play(steps(t,
+		`host {"jsonrpc": "2.0", "id": 1, "method": "echo", "params": "${CFG}"}`,
+		`host_raw "{\"id\":3,\"method\":\"echo\",\"params\":3}\n{\"id\":2,\"method\":\"echo\",\"params\":2}"`,
+		`  replies 2`,
+		`close_stdin`,
+	))
+	require.NoError(t, err)
+	assert.Equal(t, []got{
+		{0, []string{`{"jsonrpc":"2.0","id":1,"result":{"k":1}}`}, 0},
+		{1, []string{`{"jsonrpc":"2.0","id":2,"result":2}`, `{"jsonrpc":"2.0","id":3,"result":3}`}, 1},
+		{2, []string{`{"exit":0}`}, -1},
+	}, outs)
+
+	p = startEchoWorker(nil).player()
+	p.Collect = func(int, [][]byte, int) error { return nil }
+	_, err = p.Play(steps(t, `worker {}`))
+	assert.ErrorContains(t, err, "collect mode takes no expectations")
 }

@@ -79,13 +79,13 @@ func (r *Recorder) Record(fromHost bool, line []byte) {
 			generalizeParseError(v)
 		}
 		red, _ := EncodeOrdered(v)
-		fmt.Fprintf(&r.line, `{%q:%s}`+"\n", key, red)
+		fmt.Fprintf(&r.line, "%s %s\n", key, red)
 	} else {
 		// A line that does not parse cannot be redacted member by member,
 		// and may hold anything: keep only that it came, and its size.
 		// Played back, the placeholder is still a line that does not parse.
 		raw, _ := EncodeOrdered(fmt.Sprintf("<redacted: %d bytes that are not JSON>", len(line)))
-		fmt.Fprintf(&r.line, `{%q:%s}`+"\n", key+"_raw", raw)
+		fmt.Fprintf(&r.line, "%s %s\n", key+"_raw", raw)
 	}
 	_, r.err = r.f.Write(r.line.Bytes())
 }

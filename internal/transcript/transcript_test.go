@@ -62,6 +62,19 @@ func TestCaptureFeedsLaterSubstitution(t *testing.T) {
 	assert.ErrorContains(t, err, "NOPE")
 }
 
+func TestSubstitute(t *testing.T) {
+	t.Parallel()
+	vars := Vars{"URL": StringVar("http://h/api"), "Q": StringVar(`a"b`), "CFG": json.RawMessage(`{"k":1}`)}
+	got, err := Substitute([]byte(`{"config":"${CFG}","u":"${URL}/x","q":"${Q}","inner":"cfg=${CFG}"}`), vars)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"config":{"k":1},"u":"http://h/api/x","q":"a\"b","inner":"cfg={\"k\":1}"}`, string(got))
+	_, err = Substitute([]byte(`"${NOPE}"`), vars)
+	assert.ErrorContains(t, err, "NOPE")
+	path, err := SubstituteText(`${Q}/d "x"`, vars)
+	require.NoError(t, err)
+	assert.Equal(t, `a"b/d "x"`, path)
+}
+
 func TestGeneralizeKeepsPlaceholdersAndHidesVolatileValues(t *testing.T) {
 	t.Parallel()
 	vars := Vars{"DAYTONA_API_URL": StringVar("http://127.0.0.1:4242/api")}
@@ -102,18 +115,45 @@ func TestRedact(t *testing.T) {
 
 func TestParseAndWriteRoundTrip(t *testing.T) {
 	t.Parallel()
-	src := "# comment\n\n{\"host\":{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"health\"}}\n{\"worker\":{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":null}}\n{\"exit\":0}\n"
+	src := "# comment\n\nhost {\"jsonrpc\":\"2.0\",\"id\":1,\n    \"method\":\"health\"}\n  timeout_ms 5\nworker {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":null}\n" +
+		"unordered [\n  {\"a\":1},\n  {\"b\":2}]\nhook state LEASE stopped\nexit 0\n"
 	steps, err := Parse(strings.NewReader(src))
 	require.NoError(t, err)
-	require.Len(t, steps, 5)
+	require.Len(t, steps, 7)
+	assert.JSONEq(t, `{"jsonrpc":"2.0","id":1,"method":"health"}`, string(steps[2].Host))
+	assert.Equal(t, 5, steps[2].TimeoutMs)
+	assert.Equal(t, 6, steps[3].Line)
+	assert.Len(t, steps[4].Unordered, 2)
+	assert.Equal(t, "state LEASE stopped", steps[5].Hook)
 	var buf bytes.Buffer
 	require.NoError(t, Write(&buf, steps))
 	assert.Equal(t, src, buf.String())
 
-	_, err = Parse(strings.NewReader(`{"host":{},"worker":{}}`))
-	assert.ErrorContains(t, err, "exactly one")
-	_, err = Parse(strings.NewReader(`{"hots":{}}`))
-	assert.ErrorContains(t, err, "line 1")
+	// A step written anew reads back as itself.
+	fresh := []Step{{Unordered: steps[4].Unordered}, {HostRaw: new(string), Replies: 2, Differs: map[string][]string{"r": {"$"}}}}
+	*fresh[1].HostRaw = "not json\t"
+	buf.Reset()
+	require.NoError(t, Write(&buf, fresh))
+	back, err := Parse(&buf)
+	require.NoError(t, err)
+	assert.Len(t, back[0].Unordered, 2)
+	assert.Equal(t, "not json\t", *back[1].HostRaw)
+	assert.Equal(t, 2, back[1].Replies)
+
+	for text, want := range map[string]string{
+		"hots {}":                            `line 1: unknown step "hots"`,
+		"worker {":                           "line 1: worker",
+		"  {}":                               "continues a step",
+		"sleep_ms 5\n  capture {}":           "takes no options",
+		"host {}\n  differs {\"r\":[\"x\"]}": "must start with $",
+		"host {}\n  replies 2":               "replies is for host_raw",
+		"close_stdin now":                    "takes no value",
+		"exit 0\nscenario {}":                "must come first",
+		"scenario {\"emulator\":{\"x\":1}}":  "unknown field",
+	} {
+		_, err := Parse(strings.NewReader(text))
+		assert.ErrorContains(t, err, want, text)
+	}
 }
 
 // A recording holds no secret, whatever the host sends: a line that does
@@ -159,7 +199,7 @@ func TestRecordingHoldsNoSecret(t *testing.T) {
 		"SECRETCODE", "SECRETSECRET", "c2VjcmV0LXN0ZGlu", "c2VjcmV0LXN0ZG91dA==", "BEGIN KEY", "hunter2-pw", "c00kie-val"} {
 		assert.NotContains(t, out, secret)
 	}
-	assert.Contains(t, out, `{"host_raw":"<redacted: 113 bytes that are not JSON>"}`)
+	assert.Contains(t, out, `host_raw "<redacted: 113 bytes that are not JSON>"`)
 	assert.Contains(t, out, `https://<redacted>@daytona.example/api?token=<redacted>&x=<redacted>#<redacted>`)
 	assert.Contains(t, out, `"message":"the server said: bad key <redacted>"`)
 	steps, err := Parse(strings.NewReader(out))

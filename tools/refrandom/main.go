@@ -24,6 +24,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/paperclipai/daytona-worker/internal/transcript"
 )
 
 func main() {
@@ -112,47 +114,48 @@ func (g *gen) pick(keys []string, n int) []string {
 	return out
 }
 
-func (g *gen) step(st obj) {
-	b, err := json.Marshal(st)
+func (g *gen) step(st transcript.Step) {
+	text, err := st.Format()
 	if err != nil {
 		panic(err)
 	}
-	g.b.Write(b)
+	g.b.WriteString(text)
 	g.b.WriteByte('\n')
 }
 
 // acquireDiffers and probeDiffers declare what any acquire and probe
 // differ by (their metadata keys, the attempt name).
 var (
-	acquireDiffers = obj{"metadata-config-keys": []string{"$.result.metadata.image", "$.result.metadata.snapshot",
+	acquireDiffers = map[string][]string{"metadata-config-keys": []string{"$.result.metadata.image", "$.result.metadata.snapshot",
 		"$.result.metadata.target", "$.result.metadata.timeoutMs", "$.result.metadata.reuseLease"},
 		"create-timeout-cleanup": []string{"$.result.metadata.sandboxName"}}
-	probeDiffers = obj{"create-timeout-cleanup": []string{"$.result.metadata.sandboxName", "$.result.summary"}}
+	probeDiffers = map[string][]string{"create-timeout-cleanup": []string{"$.result.metadata.sandboxName", "$.result.summary"}}
 )
 
-func (g *gen) req(method string, params obj, extra obj) {
+func (g *gen) req(method string, params obj, capture map[string]string) {
 	g.id++
 	msg := obj{"jsonrpc": "2.0", "id": g.id, "method": method, "params": params}
 	if method == "environmentExecute" {
 		msg["paperclipInvocation"] = obj{"id": "i" + strconv.Itoa(g.id)}
 	}
-	st := obj{"host": msg}
+	host, err := json.Marshal(msg)
+	if err != nil {
+		panic(err)
+	}
+	st := transcript.Step{Host: host, Capture: capture}
 	switch method {
 	case "environmentAcquireLease":
-		st["differs"] = acquireDiffers
+		st.Differs = acquireDiffers
 	case "environmentProbe":
-		st["differs"] = probeDiffers
-	}
-	for k, v := range extra {
-		st[k] = v
+		st.Differs = probeDiffers
 	}
 	g.step(st)
 }
 
 // acquire asks for a lease of the plain config, capturing from its result
 // what capture names (LEASE, the lease id, at least).
-func (g *gen) acquire(capture obj) {
-	g.req("environmentAcquireLease", with(baseParams(), "config", plainConfig()), obj{"capture": capture})
+func (g *gen) acquire(capture map[string]string) {
+	g.req("environmentAcquireLease", with(baseParams(), "config", plainConfig()), capture)
 }
 
 func baseParams() obj {
@@ -194,7 +197,7 @@ func paramsPlay(g *gen) {
 	for range 2 {
 		g.req("environmentProbe", with(baseParams(), "config", g.oddConfig(1+g.r.IntN(3), false)), nil)
 	}
-	g.acquire(obj{"LEASE": "$.result.providerLeaseId"})
+	g.acquire(map[string]string{"LEASE": "$.result.providerLeaseId"})
 	for range 4 {
 		p := with(baseParams(), "config", g.oddConfig(1+g.r.IntN(3), false))
 		if g.r.IntN(5) < 2 {
@@ -270,7 +273,7 @@ func paramsPlay(g *gen) {
 // setupPlay: runner ingress, an interactive setup, its polls, captures
 // and cancels, and template deletes, with odd members.
 func setupPlay(g *gen) {
-	g.acquire(obj{"LEASE": "$.result.providerLeaseId"})
+	g.acquire(map[string]string{"LEASE": "$.result.providerLeaseId"})
 	for range 6 {
 		p := with(baseParams(), "lease", obj{"providerLeaseId": "${LEASE}"}, "port", 43127, "path", "/api/runner/v1/connect/tok")
 		for _, k := range g.pick([]string{"port", "path", "lease", "workerSessionId", "connectionExpiresInMinutes"}, 1+g.r.IntN(2)) {
@@ -282,7 +285,7 @@ func setupPlay(g *gen) {
 		}
 		g.req("environmentRunnerIngressEndpoint", p, nil)
 	}
-	g.req("environmentStartInteractiveSetup", baseParams(), obj{"capture": obj{"SETUP": "$.result.providerLeaseId"}})
+	g.req("environmentStartInteractiveSetup", baseParams(), map[string]string{"SETUP": "$.result.providerLeaseId"})
 	for range 5 {
 		method := []string{"environmentGetInteractiveSetup", "environmentGetInteractiveSetup", "environmentCaptureTemplate"}[g.r.IntN(3)]
 		keys := []string{"providerLeaseId", "includeConnectionPayload", "connectionExpiresInMinutes", "setupSessionId"}
@@ -320,7 +323,7 @@ func configPlay(g *gen) {
 	for range 6 {
 		g.req("environmentAcquireLease", with(baseParams(), "config", g.oddConfig(1+g.r.IntN(3), false)), nil)
 	}
-	g.step(obj{"sandboxes": true, "differs": obj{"create-timeout-cleanup": []string{"$"}}})
+	g.step(transcript.Step{Sandboxes: true, Differs: map[string][]string{"create-timeout-cleanup": {"$"}}})
 }
 
 // outputBytes are what outputPlay's commands print: text, the bytes JSON
@@ -357,7 +360,7 @@ func printfBytes(b []byte) string {
 // plugin waits a session command out past its timeout (row
 // session-command-timeout).
 func outputPlay(g *gen) {
-	g.acquire(obj{"LEASE": "$.result.providerLeaseId"})
+	g.acquire(map[string]string{"LEASE": "$.result.providerLeaseId"})
 	for range 10 {
 		var script []string
 		for range 1 + g.r.IntN(6) {
@@ -405,7 +408,7 @@ var shellKeys = []string{"A", "_x", "A1", "LANG", "GIT_TERMINAL_PROMPT", "GIT_AS
 // plugin's shell quoting must keep whole, run in the session and one-shot;
 // what reaches the command is printed back.
 func shellPlay(g *gen) {
-	g.acquire(obj{"LEASE": "$.result.providerLeaseId", "CWD": "$.result.metadata.remoteCwd"})
+	g.acquire(map[string]string{"LEASE": "$.result.providerLeaseId", "CWD": "$.result.metadata.remoteCwd"})
 	text := func() string { return shellTexts[g.r.IntN(len(shellTexts))] }
 	for range 12 {
 		p := with(baseParams(), "lease", obj{"providerLeaseId": "${LEASE}"})
