@@ -94,13 +94,6 @@ func waitExit(t testing.TB, p *workerhost.Process) int {
 	return code
 }
 
-// playerProcess adapts a workerhost.Process to the transcript player: its
-// Stdin (Close closes the worker's stdin) and its Process.
-type playerProcess struct{ *workerhost.Process }
-
-func (p playerProcess) Close() error       { return p.CloseStdin() }
-func (p playerProcess) Wait() (int, error) { return p.Process.Wait(context.Background()) }
-
 // playTranscript replays a transcript file against a fresh worker and, with
 // -update, rewrites its expectations.
 func playTranscript(t *testing.T, path string, vars transcript.Vars, env []string, args ...string) {

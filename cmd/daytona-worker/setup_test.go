@@ -365,7 +365,7 @@ func playTranscriptCapturingStderr(t *testing.T, path string, vars transcript.Va
 		t.Fatal(err)
 	}
 	p := startWorker(t, env, args...)
-	player := &transcript.Player{Stdin: playerProcess{p}, Stdout: p.Stdout(), Process: playerProcess{p}, Vars: vars, Update: *update, Hooks: hooks}
+	player := &transcript.Player{Worker: p, Vars: vars, Update: *update, Hooks: hooks}
 	out, err := player.Play(steps)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)

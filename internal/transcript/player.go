@@ -26,24 +26,11 @@ type Worker interface {
 	Wait(ctx context.Context) (int, error)
 }
 
-// Process is a worker the caller started itself, as Stdin, Stdout and
-// Process drive it.
-type Process interface {
-	Signal(sig os.Signal) error
-	// Wait waits for the process to exit and returns its exit code.
-	Wait() (int, error)
-}
-
 // Player plays a scenario against a running worker. It checks the
 // scenario's expectations (and, with Update, rewrites them), or, when
 // Collect is set, hands each step's output to Collect instead.
 type Player struct {
 	Worker Worker
-	// Stdin, Stdout and Process drive a worker the caller started and
-	// wired itself, when Worker is nil.
-	Stdin   io.WriteCloser
-	Stdout  io.Reader
-	Process Process
 
 	// Vars are substituted into steps; captures add to it.
 	Vars Vars
@@ -105,11 +92,6 @@ func (p *Player) defaults() {
 func (p *Player) Play(steps []Step) ([]Step, error) {
 	p.defaults()
 	p.w = p.Worker
-	if p.w == nil {
-		pw := newPipeWorker(p.Stdin, p.Stdout, p.Process)
-		defer pw.stop()
-		p.w = pw
-	}
 	out, err := p.play(steps)
 	if err != nil && p.Collect == nil {
 		_ = p.w.CloseStdin()

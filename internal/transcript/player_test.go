@@ -2,6 +2,8 @@ package transcript
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,27 +25,41 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// echoWorker is an in-process stand-in for the worker: it answers each
-// request {"id":N,"params":P} with {"id":N,"result":P}, or with the reply
-// set for its method, and exits 0 at the end of its stdin. A KILL ends it
-// at once with -1.
+// echoWorker is an in-process stand-in for the worker, a Worker the player
+// drives: it answers each request {"id":N,"params":P} with
+// {"id":N,"result":P}, or with the reply set for its method, and exits 0 at
+// the end of its stdin. A KILL ends it at once with -1.
 type echoWorker struct {
 	stdinR  *io.PipeReader
 	stdinW  *io.PipeWriter
-	stdoutR *io.PipeReader
 	stdoutW *io.PipeWriter
 	replies map[string]string // method → raw result; "" = no reply at all
+	lines   chan []byte       // what it wrote, line by line; closed at the end
 
 	done   chan struct{}
 	killed bool
 	mu     sync.Mutex
 }
 
-func startEchoWorker(replies map[string]string) *echoWorker {
-	w := &echoWorker{replies: replies, done: make(chan struct{})}
+// startEchoWorker starts one; the test's clean-up ends it and its reader.
+func startEchoWorker(t *testing.T, replies map[string]string) *echoWorker {
+	w := &echoWorker{replies: replies, lines: make(chan []byte), done: make(chan struct{})}
 	w.stdinR, w.stdinW = io.Pipe()
-	w.stdoutR, w.stdoutW = io.Pipe()
+	stdoutR, stdoutW := io.Pipe()
+	w.stdoutW = stdoutW
 	go w.serve()
+	go func() {
+		defer close(w.lines)
+		sc := bufio.NewScanner(stdoutR)
+		for sc.Scan() {
+			w.lines <- bytes.Clone(sc.Bytes())
+		}
+	}()
+	t.Cleanup(func() {
+		_ = w.Signal(syscall.SIGKILL)
+		for range w.lines {
+		}
+	})
 	return w
 }
 
@@ -73,6 +89,25 @@ func (w *echoWorker) serve() {
 	}
 }
 
+func (w *echoWorker) WriteLine(line []byte) error {
+	_, err := w.stdinW.Write(append(bytes.Clone(line), '\n'))
+	return err
+}
+
+func (w *echoWorker) ReadLine(ctx context.Context) ([]byte, error) {
+	select {
+	case line, ok := <-w.lines:
+		if !ok {
+			return nil, io.EOF
+		}
+		return line, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (w *echoWorker) CloseStdin() error { return w.stdinW.Close() }
+
 func (w *echoWorker) Signal(sig os.Signal) error {
 	if sig == syscall.SIGKILL {
 		w.mu.Lock()
@@ -84,7 +119,7 @@ func (w *echoWorker) Signal(sig os.Signal) error {
 	return nil
 }
 
-func (w *echoWorker) Wait() (int, error) {
+func (w *echoWorker) Wait(context.Context) (int, error) {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -95,7 +130,7 @@ func (w *echoWorker) Wait() (int, error) {
 }
 
 func (w *echoWorker) player() *Player {
-	return &Player{Stdin: w.stdinW, Stdout: w.stdoutR, Process: w, Timeout: 10 * time.Second, Quiet: 50 * time.Millisecond}
+	return &Player{Worker: w, Timeout: 10 * time.Second, Quiet: 50 * time.Millisecond}
 }
 
 func steps(t *testing.T, lines ...string) []Step {
@@ -107,7 +142,7 @@ func steps(t *testing.T, lines ...string) []Step {
 
 func TestPlayerReplaysAndCaptures(t *testing.T) {
 	t.Parallel()
-	w := startEchoWorker(nil)
+	w := startEchoWorker(t, nil)
 	out, err := w.player().Play(steps(t,
 		`# a comment is kept`,
 		`host {"jsonrpc":"2.0","id":1,"method":"echo","params":{"token":"t-1"}}`,
@@ -123,7 +158,7 @@ func TestPlayerReplaysAndCaptures(t *testing.T) {
 
 func TestPlayerFailsOnAnUnexpectedLineAndEndsTheWorker(t *testing.T) {
 	t.Parallel()
-	w := startEchoWorker(nil)
+	w := startEchoWorker(t, nil)
 	_, err := w.player().Play(steps(t,
 		`host {"jsonrpc":"2.0","id":1,"method":"echo","params":"a"}`,
 		`worker {"jsonrpc":"2.0","id":1,"result":"b"}`,
@@ -132,13 +167,13 @@ func TestPlayerFailsOnAnUnexpectedLineAndEndsTheWorker(t *testing.T) {
 	var pe *PlayError
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, 2, pe.Line)
-	code, _ := w.Wait()
+	code, _ := w.Wait(context.Background())
 	assert.Equal(t, -1, code, "the worker was killed")
 }
 
 func TestPlayerFailsOnSilenceAndOnExtraLines(t *testing.T) {
 	t.Parallel()
-	w := startEchoWorker(map[string]string{"mute": ""})
+	w := startEchoWorker(t, map[string]string{"mute": ""})
 	p := w.player()
 	p.Timeout = 100 * time.Millisecond // the reply never comes: only the bound ends the wait
 	_, err := p.Play(steps(t,
@@ -147,7 +182,7 @@ func TestPlayerFailsOnSilenceAndOnExtraLines(t *testing.T) {
 	))
 	assert.ErrorIs(t, err, errTimeout)
 
-	w = startEchoWorker(nil)
+	w = startEchoWorker(t, nil)
 	_, err = w.player().Play(steps(t,
 		`host {"jsonrpc":"2.0","id":1,"method":"echo","params":1}`,
 	))
@@ -156,7 +191,7 @@ func TestPlayerFailsOnSilenceAndOnExtraLines(t *testing.T) {
 
 func TestPlayerUpdateRewritesExpectations(t *testing.T) {
 	t.Parallel()
-	w := startEchoWorker(map[string]string{"health": `{"status":"ok"}`})
+	w := startEchoWorker(t, map[string]string{"health": `{"status":"ok"}`})
 	p := w.player()
 	p.Update = true
 	out, err := p.Play(steps(t,
@@ -196,7 +231,7 @@ func TestOrderRepliesSortsOnlyReplies(t *testing.T) {
 // order, what comes after close_stdin up to the exit.
 func TestPlayerCollectsEachStepsOutput(t *testing.T) {
 	t.Parallel()
-	w := startEchoWorker(nil)
+	w := startEchoWorker(t, nil)
 	p := w.player()
 	p.Vars = Vars{"CFG": json.RawMessage(`{"k":1}`)}
 	type got struct {
@@ -226,7 +261,7 @@ func TestPlayerCollectsEachStepsOutput(t *testing.T) {
 		{2, []string{`{"exit":0}`}, -1},
 	}, outs)
 
-	p = startEchoWorker(nil).player()
+	p = startEchoWorker(t, nil).player()
 	p.Collect = func(int, [][]byte, int) error { return nil }
 	_, err = p.Play(steps(t, `worker {}`))
 	assert.ErrorContains(t, err, "collect mode takes no expectations")
