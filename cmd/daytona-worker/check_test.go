@@ -151,7 +151,10 @@ func TestCheckUsage(t *testing.T) {
 func TestCheckReportsASandboxLeftBehind(t *testing.T) {
 	t.Parallel()
 	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
-	env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `^/api/sandbox/`, Status: 500})
+	// A key that may create but not delete: the worker gives up on the
+	// probe's sandbox at once (a 5xx it would retry through its cleanup
+	// grace, 20 s of real time), and the check finds it still there.
+	env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `^/api/sandbox/`, Status: 403})
 	var out, errOut bytes.Buffer
 	c := &checker{
 		out: &out, log: nopLogger(), apiURL: env.APIURL, config: map[string]any{"apiUrl": env.APIURL},
