@@ -176,6 +176,20 @@ func TestCheckReportsASandboxLeftBehind(t *testing.T) {
 
 func nopLogger() zerolog.Logger { return zerolog.Nop() }
 
+// Each step's time is shown in the unit that reads best.
+func TestCheckFormatsTheTimeAStepTook(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		500 * time.Microsecond:  "0.50 ms",
+		20 * time.Millisecond:   "20 ms",
+		999 * time.Millisecond:  "999 ms",
+		1500 * time.Millisecond: "1.5 s",
+		20 * time.Second:        "20.0 s",
+	} {
+		assert.Equal(t, want, formatTook(d), "%v", d)
+	}
+}
+
 func TestCheckNamesAURLThatIsNoDaytonaAPI(t *testing.T) {
 	t.Parallel()
 	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
