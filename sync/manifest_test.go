@@ -181,11 +181,11 @@ func TestIncrementalSyncSurvivesRestart(t *testing.T) {
 
 // Many leases, each its own sandbox, synced in turn and then each again:
 // the worker keeps nothing per lease, so the count does not matter. make
-// test syncs a dozen (each moves a megabyte through the emulator, slow
+// test syncs eight (each moves a megabyte through the emulator, slow
 // under the race detector); make test-long the full hundred.
 func TestIncrementalSyncManyLeases(t *testing.T) {
 	t.Parallel()
-	leases := testutil.Seeds(12, 100)
+	leases := testutil.Seeds(8, 100)
 	first := newEnv(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	const files, size = 8, 128 << 10
