@@ -22,18 +22,20 @@ run: build
 	$(BIN)/playback --worker $(WORKER) --emulator testdata/transcripts/demo.jsonl
 
 ## test: vet, then every test with the race detector (fuzz seed corpora included);
-## 30 min per package, not go test's default 10: the e2e package can take longer on a loaded machine
+## 30 min per package, not go test's default 10: the e2e package can take longer on a loaded machine;
+## four parallel tests per package, not one per core: the end-to-end tests mostly wait on the
+## worker process and the emulator, and on two cores two at a time left the CPU idle
 test:
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -timeout 30m -parallel 4 ./...
 
 ## test-long: what make test keeps short, at full length (DAYTONA_TEST_LONG=1): more random
 ##            seeds, the very large transfers, and the worker's memory bounds on them, which
 ##            only hold on a build without the race detector, as the worker ships (make test
 ##            runs the same code under the race detector at smaller sizes); .ci/run runs both
-LONG_TESTS := TestTrimMiddleKeepsTheRelaysTakesWhole|TestTrimMiddleHoldsWhatTheResultCanCarry|TestExecuteRelaysLargeOutput|TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit|TestExecuteStreamsNoMoreThanTheHostTakes|TestDuplexEchoesMegabytesThroughCat|TestSyncInIncrementalAcrossRestartsAndManyLeases
+LONG_TESTS := TestTrimMiddleKeepsTheRelaysTakesWhole|TestTrimMiddleHoldsWhatTheResultCanCarry|TestExecuteRelaysLargeOutput|TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit|TestExecuteStreamsNoMoreThanTheHostTakes|TestDuplexEchoesMegabytesThroughCat|TestSyncInIncrementalAcrossRestartsAndManyLeases|TestIncrementalSyncManyLeases|TestTrimMiddleLetsTheMiddleGo|TestFiftyMegabyteLines|TestExtractRandomArchivesNeverPanicOrLeaveStaging
 test-long:
-	DAYTONA_TEST_LONG=1 $(GO) test -count=1 -timeout 30m -run '^($(LONG_TESTS))$$' ./worker/ ./worker/output/ ./cmd/daytona-worker/
+	DAYTONA_TEST_LONG=1 $(GO) test -count=1 -timeout 30m -run '^($(LONG_TESTS))$$' ./worker/ ./worker/output/ ./sync/ ./cmd/daytona-worker/
 
 ## bench: speed and memory measurements (numbers are kept in docs/benchmarks.md)
 bench:

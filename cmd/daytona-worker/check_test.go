@@ -151,7 +151,10 @@ func TestCheckUsage(t *testing.T) {
 func TestCheckReportsASandboxLeftBehind(t *testing.T) {
 	t.Parallel()
 	env := emulatortest.Start(t, emulator.Options{APIKey: checkKey})
-	env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `^/api/sandbox/`, Status: 500})
+	// A key that may create but not delete: the worker gives up on the
+	// probe's sandbox at once (a 5xx it would retry through its cleanup
+	// grace, 20 s of real time), and the check finds it still there.
+	env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `^/api/sandbox/`, Status: 403})
 	var out, errOut bytes.Buffer
 	c := &checker{
 		out: &out, log: nopLogger(), apiURL: env.APIURL, config: map[string]any{"apiUrl": env.APIURL},
@@ -172,6 +175,20 @@ func TestCheckReportsASandboxLeftBehind(t *testing.T) {
 }
 
 func nopLogger() zerolog.Logger { return zerolog.Nop() }
+
+// Each step's time is shown in the unit that reads best.
+func TestCheckFormatsTheTimeAStepTook(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		500 * time.Microsecond:  "0.50 ms",
+		20 * time.Millisecond:   "20 ms",
+		999 * time.Millisecond:  "999 ms",
+		1500 * time.Millisecond: "1.5 s",
+		20 * time.Second:        "20.0 s",
+	} {
+		assert.Equal(t, want, formatTook(d), "%v", d)
+	}
+}
 
 func TestCheckNamesAURLThatIsNoDaytonaAPI(t *testing.T) {
 	t.Parallel()

@@ -1042,14 +1042,22 @@ func TestExecuteCapsGitNetworkCommands(t *testing.T) {
 	t.Parallel()
 	env := startEmulator(t, emulator.Options{})
 	h := startHost(t, hostOptions{})
-	l := h.acquire(leaseConfig(env, ""))
-	home := sandboxView(t, env, l.id).HomeDir
 	hang := uniqueSleep(30)
-	r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", `mkdir -p "$HOME/bin" && cat >"$HOME/bin/git" && chmod +x "$HOME/bin/git"`},
-		stdin: strp("#!/bin/sh\necho \"fake-git $*\"\nexec sleep " + hang + "\n")})
-	requireResult(t, r)
-	require.Equal(t, "0", r.exit(), r.Stderr)
-	path := map[string]string{"PATH": home + "/bin:" + os.Getenv("PATH")}
+	// installGit puts the fake git first on l's PATH.
+	installGit := func(l lease) map[string]string {
+		home := sandboxView(t, env, l.id).HomeDir
+		r := h.execute(l, cmdSpec{command: "sh", args: []string{"-c", `mkdir -p "$HOME/bin" && cat >"$HOME/bin/git" && chmod +x "$HOME/bin/git"`},
+			stdin: strp("#!/bin/sh\necho \"fake-git $*\"\nexec sleep " + hang + "\n")})
+		requireResult(t, r)
+		require.Equal(t, "0", r.exit(), r.Stderr)
+		return map[string]string{"PATH": home + "/bin:" + os.Getenv("PATH")}
+	}
+	// The in-session commands run one after another within a lease, so
+	// each gets a lease of its own: every command below waits out its
+	// timeout at the same time, not in turn.
+	l, l2 := h.acquire(leaseConfig(env, "")), h.acquire(leaseConfig(env, ""))
+	path, path2 := installGit(l), installGit(l2)
+	home := sandboxView(t, env, l.id).HomeDir
 
 	tests := []struct {
 		command string
@@ -1080,22 +1088,39 @@ func TestExecuteCapsGitNetworkCommands(t *testing.T) {
 		{"git", nil, false},
 		{"sh", []string{"-c", "exec git fetch"}, false},
 	}
+	// In a session: the timeout is long enough for the fake git's first
+	// line to arrive before it on a loaded machine.
+	sessions := []struct {
+		l    lease
+		path map[string]string
+		args []string
+		want string
+	}{
+		{l, path, []string{"-C", ".", "fetch", "origin"}, gitTimeoutMessage(8)},
+		{l2, path2, []string{"status"}, "Command timed out after 8 s.\n"},
+	}
+	// All at once: one-shot commands run side by side, and beside the
+	// in-session ones. The one-shot timeout leaves the daemon's own 408
+	// more time to arrive before the client's deadline (the timeout plus
+	// 5 s) on a loaded machine, where two dozen commands start at once.
+	var reqs []request
+	var invs []string
+	for _, tt := range tests {
+		inv := newInvocation()
+		invs = append(invs, inv)
+		reqs = append(reqs, request{method: "environmentExecute", invocation: inv,
+			params: h.executeParams(l, cmdSpec{command: tt.command, args: tt.args, env: path, timeoutMs: 4000, bypass: true})})
+	}
+	for _, tt := range sessions {
+		inv := newInvocation()
+		invs = append(invs, inv)
+		reqs = append(reqs, request{method: "environmentExecute", invocation: inv,
+			params: h.executeParams(tt.l, cmdSpec{command: "git", args: tt.args, env: tt.path, timeoutMs: 8000})})
+	}
+	pending := h.send(reqs...)
 	t.Run("one-shot", func(t *testing.T) {
-		// All at once: one-shot commands run side by side. The timeout
-		// leaves the daemon's own 408 more time to arrive before the
-		// client's deadline (the timeout plus 5 s) on a loaded machine,
-		// where two dozen commands start at once.
-		var reqs []request
-		var invs []string
-		for _, tt := range tests {
-			inv := newInvocation()
-			invs = append(invs, inv)
-			reqs = append(reqs, request{method: "environmentExecute", invocation: inv,
-				params: h.executeParams(l, cmdSpec{command: tt.command, args: tt.args, env: path, timeoutMs: 4000, bypass: true})})
-		}
-		for i, p := range h.send(reqs...) {
-			tt := tests[i]
-			r := h.result(p, invs[i])
+		for i, tt := range tests {
+			r := h.result(pending[i], invs[i])
 			requireResult(t, r)
 			assert.True(t, r.TimedOut, "%s %v", tt.command, tt.args)
 			want := "request timeout: command execution timeout\n"
@@ -1111,16 +1136,8 @@ func TestExecuteCapsGitNetworkCommands(t *testing.T) {
 		}
 	})
 	t.Run("session", func(t *testing.T) {
-		// Long enough for the fake git's first line to arrive before the
-		// timeout on a loaded machine.
-		for _, tt := range []struct {
-			args []string
-			want string
-		}{
-			{[]string{"-C", ".", "fetch", "origin"}, gitTimeoutMessage(8)},
-			{[]string{"status"}, "Command timed out after 8 s.\n"},
-		} {
-			r := h.execute(l, cmdSpec{command: "git", args: tt.args, env: path, timeoutMs: 8000})
+		for i, tt := range sessions {
+			r := h.result(pending[len(tests)+i], invs[len(tests)+i])
 			requireResult(t, r)
 			assert.True(t, r.TimedOut)
 			assert.Equal(t, "fake-git "+strings.Join(tt.args, " ")+"\n", r.Stdout, "the fake git ran")
@@ -1128,7 +1145,7 @@ func TestExecuteCapsGitNetworkCommands(t *testing.T) {
 		}
 	})
 	assertNoProcessWith(t, hang)
-	finish(t, h, env, l)
+	finish(t, h, env, l, l2)
 }
 
 // ---- 4. bypassSession ----

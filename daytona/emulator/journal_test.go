@@ -3,12 +3,12 @@ package emulator_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // An execute fault selected by the command's text answers without running
@@ -46,10 +46,9 @@ func TestGateFault(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		go func() { _, out := c.execute(id, "echo gated"); results <- out }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for env.Server.Requests()["POST /toolbox/{sandboxId}/process/execute"] < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "both executes reach the emulator", func() bool {
+		return env.Server.Requests()["POST /toolbox/{sandboxId}/process/execute"] == 2
+	})
 	select {
 	case out := <-results:
 		t.Fatalf("a gated request answered: %q", out)

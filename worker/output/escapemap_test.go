@@ -190,8 +190,9 @@ func TestRelayResultReusesNotificationsEscapes(t *testing.T) {
 				p = p[n:]
 			}
 			r.Close()
+			wantJSON := stdJSON(data)
 			var want string
-			require.NoError(t, json.Unmarshal([]byte(stdJSON(data)), &want))
+			require.NoError(t, json.Unmarshal([]byte(wantJSON), &want))
 			assert.Equal(t, want, joined.String())
 			if !failing {
 				assert.False(t, r.out[0].escapes.dropped, "the notifications mapped the output")
@@ -201,7 +202,7 @@ func TestRelayResultReusesNotificationsEscapes(t *testing.T) {
 			}
 			var result bytes.Buffer
 			require.NoError(t, r.out[0].writeJSONString(&result))
-			assert.Equal(t, stdJSON(data), result.String())
+			assert.Equal(t, wantJSON, result.String())
 		})
 	}
 }
