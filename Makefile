@@ -19,7 +19,7 @@ build:
 
 ## run: play the demo session through the real worker, printed readably
 run: build
-	$(BIN)/playback --worker $(WORKER) --emulator testdata/transcripts/demo.jsonl
+	$(BIN)/playback --worker $(WORKER) --emulator testdata/transcripts/demo.scenario
 
 ## test: vet, then every test with the race detector (fuzz seed corpora included);
 ## 30 min per package, not go test's default 10: the e2e package can take longer on a loaded machine;

@@ -21,7 +21,7 @@ import (
 
 // oddParamsCase is one call with params of an odd shape and what the
 // plugin answers to it (taken from the Node reference worker, see
-// testdata/refcheck/odd-params-*.jsonl): the JSON of the result, checked
+// testdata/refcheck/odd-params-*.scenario): the JSON of the result, checked
 // member by member where want names members, or the error message.
 type oddParamsCase struct {
 	name   string

@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
 	"github.com/paperclipai/daytona-worker/worker"
@@ -359,7 +359,7 @@ func (c *checker) removed(ctx context.Context, id, name string) {
 // redactURL hides what a URL may carry of credentials (user info, query
 // values, fragment), also in a URL that does not parse, as --record does.
 func redactURL(raw string) string {
-	return transcript.RedactURLs(raw)
+	return scenario.RedactURLs(raw)
 }
 
 // checkHost plays the Paperclip host for a worker served in this process

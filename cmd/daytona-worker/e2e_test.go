@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 	"github.com/paperclipai/daytona-worker/internal/testutil"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
 	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
@@ -334,7 +334,7 @@ func TestCPUProfileIsWrittenOnShutdown(t *testing.T) {
 
 func TestRecordWritesAReplayableTranscript(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "session.jsonl")
+	path := filepath.Join(t.TempDir(), "session.scenario")
 	s := newSession(t, nil, "--record", path)
 	s.initialize()
 	s.send(`{"jsonrpc":"2.0","id":2,"method":"configChanged","params":{"config":{"apiKey":"dtn_secret_value"}}}`)
@@ -356,5 +356,5 @@ func TestRecordWritesAReplayableTranscript(t *testing.T) {
 	assert.Contains(t, string(data), `"message":"<re:Parse error: .*>"`)
 
 	// The recording replays against a fresh worker.
-	playTranscript(t, path, transcript.Vars{}, nil)
+	playTranscript(t, path, scenario.Vars{}, nil)
 }

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
@@ -96,26 +96,26 @@ func waitExit(t testing.TB, p *workerhost.Process) int {
 
 // playTranscript replays a transcript file against a fresh worker and, with
 // -update, rewrites its expectations.
-func playTranscript(t *testing.T, path string, vars transcript.Vars, env []string, args ...string) {
+func playTranscript(t *testing.T, path string, vars scenario.Vars, env []string, args ...string) {
 	t.Helper()
 	playTranscriptWithHooks(t, path, vars, nil, env, args...)
 }
 
 // playTranscriptWithHooks is playTranscript with "hook NAME" steps.
-func playTranscriptWithHooks(t *testing.T, path string, vars transcript.Vars, hooks map[string]func(transcript.Vars) error, env []string, args ...string) {
+func playTranscriptWithHooks(t *testing.T, path string, vars scenario.Vars, hooks map[string]func(scenario.Vars) error, env []string, args ...string) {
 	t.Helper()
-	steps, err := transcript.ParseFile(path)
+	steps, err := scenario.ParseFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := startWorker(t, env, args...)
-	player := &transcript.Player{Worker: p, Vars: vars, Update: *update, Hooks: hooks}
+	player := &scenario.Player{Worker: p, Vars: vars, Update: *update, Hooks: hooks}
 	out, err := player.Play(steps)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	if *update {
-		if err := transcript.WriteFile(path, out); err != nil {
+		if err := scenario.WriteFile(path, out); err != nil {
 			t.Fatal(err)
 		}
 	}

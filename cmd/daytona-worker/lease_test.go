@@ -11,7 +11,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 	"github.com/paperclipai/daytona-worker/pty"
 )
 
@@ -40,20 +40,20 @@ func removeDuplexDiagnostics(tb testing.TB, env *emulatortest.Env) {
 }
 
 // vars are the variables a transcript against the emulator can use.
-func (env *emulatorEnv) vars(extra map[string]string) transcript.Vars {
-	vars := transcript.Vars{
-		"DAYTONA_API_URL": transcript.StringVar(env.APIURL),
-		"DAYTONA_API_KEY": transcript.StringVar(env.APIKey),
-		"EMULATOR_ROOT":   transcript.StringVar(env.root),
+func (env *emulatorEnv) vars(extra map[string]string) scenario.Vars {
+	vars := scenario.Vars{
+		"DAYTONA_API_URL": scenario.StringVar(env.APIURL),
+		"DAYTONA_API_KEY": scenario.StringVar(env.APIKey),
+		"EMULATOR_ROOT":   scenario.StringVar(env.root),
 	}
 	for k, v := range extra {
-		vars[k] = transcript.StringVar(v)
+		vars[k] = scenario.StringVar(v)
 	}
 	return vars
 }
 
 func transcriptPath(name string) string {
-	return filepath.Join("..", "..", "testdata", "transcripts", name+".jsonl")
+	return filepath.Join("..", "..", "testdata", "transcripts", name+".scenario")
 }
 
 func TestLeaseEphemeral(t *testing.T) {
@@ -66,14 +66,14 @@ func TestLeaseEphemeral(t *testing.T) {
 }
 
 // leaseHooks are the emulator manipulations and checks lease transcripts use.
-func leaseHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars) error {
-	lease := func(vars transcript.Vars, name string) string {
+func leaseHooks(t *testing.T, env *emulatorEnv) map[string]func(scenario.Vars) error {
+	lease := func(vars scenario.Vars, name string) string {
 		var s string
 		_ = json.Unmarshal(vars[name], &s)
 		return s
 	}
-	state := func(want string) func(transcript.Vars) error {
-		return func(vars transcript.Vars) error {
+	state := func(want string) func(scenario.Vars) error {
+		return func(vars scenario.Vars) error {
 			id := lease(vars, "LEASE")
 			v, ok := env.Server.Sandbox(id)
 			if !ok {
@@ -85,20 +85,20 @@ func leaseHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			return nil
 		}
 	}
-	return map[string]func(transcript.Vars) error{
+	return map[string]func(scenario.Vars) error{
 		"expect-started": state("started"),
 		"expect-stopped": state("stopped"),
-		"expect-gone": func(vars transcript.Vars) error {
+		"expect-gone": func(vars scenario.Vars) error {
 			id := lease(vars, "LEASE")
 			if v, ok := env.Server.Sandbox(id); ok && v.State != "destroying" {
 				return fmt.Errorf("sandbox %s still exists (%s)", id, v.State)
 			}
 			return nil
 		},
-		"expect-none": func(transcript.Vars) error {
+		"expect-none": func(scenario.Vars) error {
 			return waitForNoSandboxes(env, 10*time.Second)
 		},
-		"expect-retained": func(vars transcript.Vars) error {
+		"expect-retained": func(vars scenario.Vars) error {
 			id := lease(vars, "LEASE")
 			v, ok := env.Server.Sandbox(id)
 			switch {
@@ -114,7 +114,7 @@ func leaseHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			}
 			return nil
 		},
-		"expect-ttl": func(vars transcript.Vars) error {
+		"expect-ttl": func(vars scenario.Vars) error {
 			id := lease(vars, "LEASE")
 			v, ok := env.Server.Sandbox(id)
 			if !ok || v.AutoDestroyAt == nil {
@@ -130,14 +130,14 @@ func leaseHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			}
 			return nil
 		},
-		"stop-behind-back":  func(vars transcript.Vars) error { return env.Server.StopBehindClientsBack(lease(vars, "LEASE")) },
-		"missing-container": func(vars transcript.Vars) error { return env.Server.SetMissingContainer(lease(vars, "LEASE")) },
-		"hang-create": func(transcript.Vars) error {
+		"stop-behind-back":  func(vars scenario.Vars) error { return env.Server.StopBehindClientsBack(lease(vars, "LEASE")) },
+		"missing-container": func(vars scenario.Vars) error { return env.Server.SetMissingContainer(lease(vars, "LEASE")) },
+		"hang-create": func(scenario.Vars) error {
 			env.Server.AddFault(emulator.Fault{Method: "POST", Path: `^/api/sandbox$`, Hang: true, Times: 1})
 			return nil
 		},
-		"heal": func(transcript.Vars) error { env.Server.ClearFaults(); return nil },
-		"expect-labels": func(vars transcript.Vars) error {
+		"heal": func(scenario.Vars) error { env.Server.ClearFaults(); return nil },
+		"expect-labels": func(vars scenario.Vars) error {
 			id := lease(vars, "LEASE")
 			v, ok := env.Server.Sandbox(id)
 			if !ok {
@@ -159,7 +159,7 @@ func leaseHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			}
 			return nil
 		},
-		"hang-get": func(transcript.Vars) error {
+		"hang-get": func(scenario.Vars) error {
 			env.Server.AddFault(emulator.Fault{Method: "GET", Path: `^/api/sandbox/[^/]+$`, Hang: true})
 			return nil
 		},
@@ -214,8 +214,8 @@ func TestLeaseTranscripts(t *testing.T) {
 			vars["CFG"] = leaseConfig(env, tt.cfg)
 			vars["FAST_CFG"] = leaseConfig(env, `,"timeoutMs":1000`)
 			vars["PLAIN_CFG"] = leaseConfig(env, "")
-			vars["IN_TWO_HOURS"] = transcript.StringVar(time.Now().Add(2*time.Hour + 30*time.Second).UTC().Format(time.RFC3339))
-			vars["IN_THIRTY_SECONDS"] = transcript.StringVar(time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339))
+			vars["IN_TWO_HOURS"] = scenario.StringVar(time.Now().Add(2*time.Hour + 30*time.Second).UTC().Format(time.RFC3339))
+			vars["IN_THIRTY_SECONDS"] = scenario.StringVar(time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339))
 			playTranscriptWithHooks(t, transcriptPath(tt.name), vars, leaseHooks(t, env), nil)
 			if err := waitForNoSandboxes(env, 10*time.Second); err != nil {
 				t.Error(err)

@@ -23,7 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 	"github.com/paperclipai/daytona-worker/rpc"
 	"github.com/paperclipai/daytona-worker/worker"
 	"github.com/paperclipai/daytona-worker/worker/output"
@@ -164,7 +164,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	opts := rpc.Options{Logger: log}
 	if *recordPath != "" {
-		rec, err := transcript.OpenRecorder(*recordPath)
+		rec, err := scenario.OpenRecorder(*recordPath)
 		if err != nil {
 			log.Error().Err(err).Msg("cannot open the record file")
 			return 1

@@ -16,7 +16,7 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 )
 
 // The operator's work in a setup sandbox, done by hand over SSH in real
@@ -31,8 +31,8 @@ const (
 // setupHooks are the checks and manipulations of the interactive setup,
 // template and runner ingress transcripts. Hook names carry their
 // arguments: "ssh TOKEN1 CMD1 EXP1 SETUP 1440" checks the variables named.
-func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars) error {
-	str := func(vars transcript.Vars, name string) string {
+func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(scenario.Vars) error {
+	str := func(vars scenario.Vars, name string) string {
 		var s string
 		_ = json.Unmarshal(vars[name], &s)
 		return s
@@ -44,11 +44,11 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 	var mu sync.Mutex
 	released := map[string]chan struct{}{}
 
-	hooks := map[string]func(args []string, vars transcript.Vars) error{
+	hooks := map[string]func(args []string, vars scenario.Vars) error{
 		// ssh TOKEN CMD EXP SANDBOX MINUTES: the payload's token is live at
 		// the emulator for that sandbox, valid that many minutes, and the
 		// command and expiry are the ones that go with it.
-		"ssh": func(a []string, vars transcript.Vars) error {
+		"ssh": func(a []string, vars scenario.Vars) error {
 			tok, cmd, exp, id := str(vars, a[0]), str(vars, a[1]), str(vars, a[2]), str(vars, a[3])
 			minutes, _ := strconv.Atoi(a[4])
 			acc, ok := env.Server.SSHAccess(tok)
@@ -67,14 +67,14 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			return nil
 		},
 		// revoked TOKEN: no longer accepted by the gateway.
-		"revoked": func(a []string, vars transcript.Vars) error {
+		"revoked": func(a []string, vars scenario.Vars) error {
 			if _, ok := env.Server.SSHAccess(str(vars, a[0])); ok {
 				return fmt.Errorf("SSH token %s is still valid", a[0])
 			}
 			return nil
 		},
 		// setup-labels SANDBOX SESSION: the setup sandbox carries the plugin's labels.
-		"setup-labels": func(a []string, vars transcript.Vars) error {
+		"setup-labels": func(a []string, vars scenario.Vars) error {
 			v, ok := env.Server.Sandbox(str(vars, a[0]))
 			if !ok {
 				return fmt.Errorf("sandbox %s does not exist", a[0])
@@ -94,7 +94,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			return nil
 		},
 		// sandbox-snapshot SANDBOX NAME: created from that snapshot (or image build).
-		"sandbox-snapshot": func(a []string, vars transcript.Vars) error {
+		"sandbox-snapshot": func(a []string, vars scenario.Vars) error {
 			v, ok := env.Server.Sandbox(str(vars, a[0]))
 			if !ok {
 				return fmt.Errorf("sandbox %s does not exist", a[0])
@@ -104,7 +104,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			}
 			return nil
 		},
-		"state": func(a []string, vars transcript.Vars) error {
+		"state": func(a []string, vars scenario.Vars) error {
 			v, ok := env.Server.Sandbox(str(vars, a[0]))
 			if !ok {
 				return fmt.Errorf("sandbox %s does not exist", a[0])
@@ -114,19 +114,19 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			}
 			return nil
 		},
-		"gone": func(a []string, vars transcript.Vars) error {
+		"gone": func(a []string, vars scenario.Vars) error {
 			if v, ok := env.Server.Sandbox(str(vars, a[0])); ok && v.State != "destroying" {
 				return fmt.Errorf("sandbox %s still exists (%s)", a[0], v.State)
 			}
 			return nil
 		},
-		"sandbox-count": func(a []string, vars transcript.Vars) error {
+		"sandbox-count": func(a []string, vars scenario.Vars) error {
 			if n, _ := strconv.Atoi(a[0]); len(env.Server.Sandboxes()) != n {
 				return fmt.Errorf("%d sandboxes, want %d", len(env.Server.Sandboxes()), n)
 			}
 			return nil
 		},
-		"delete-behind-back": func(a []string, vars transcript.Vars) error {
+		"delete-behind-back": func(a []string, vars scenario.Vars) error {
 			id := str(vars, a[0])
 			if _, err := client.Delete(context.Background(), id); err != nil {
 				return err
@@ -134,10 +134,10 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			_, err := client.WaitForState(context.Background(), id, 30*time.Second, daytona.StateDestroyed)
 			return err
 		},
-		"stop-behind-back": func(a []string, vars transcript.Vars) error {
+		"stop-behind-back": func(a []string, vars scenario.Vars) error {
 			return env.Server.StopBehindClientsBack(str(vars, a[0]))
 		},
-		"archive": func(a []string, vars transcript.Vars) error {
+		"archive": func(a []string, vars scenario.Vars) error {
 			id := str(vars, a[0])
 			if err := env.Server.StopBehindClientsBack(id); err != nil {
 				return err
@@ -149,7 +149,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			return err
 		},
 		// operator-customises SANDBOX: what the operator does over SSH.
-		"operator-customises": func(a []string, vars transcript.Vars) error {
+		"operator-customises": func(a []string, vars scenario.Vars) error {
 			v, ok := env.Server.Sandbox(str(vars, a[0]))
 			if !ok {
 				return fmt.Errorf("sandbox %s does not exist", a[0])
@@ -164,7 +164,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			return os.WriteFile(tool, []byte(setupToolContent), 0o755)
 		},
 		// has-marker SANDBOX: the operator's files are in this sandbox too.
-		"has-marker": func(a []string, vars transcript.Vars) error {
+		"has-marker": func(a []string, vars scenario.Vars) error {
 			v, ok := env.Server.Sandbox(str(vars, a[0]))
 			if !ok {
 				return fmt.Errorf("sandbox %s does not exist", a[0])
@@ -175,13 +175,13 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			}
 			return nil
 		},
-		"snapshot-exists": func(a []string, vars transcript.Vars) error {
+		"snapshot-exists": func(a []string, vars scenario.Vars) error {
 			if !slices.Contains(env.Server.Snapshots(), a[0]) {
 				return fmt.Errorf("no snapshot %s (have %v)", a[0], env.Server.Snapshots())
 			}
 			return nil
 		},
-		"no-snapshot": func(a []string, vars transcript.Vars) error {
+		"no-snapshot": func(a []string, vars scenario.Vars) error {
 			if slices.Contains(env.Server.Snapshots(), a[0]) {
 				return fmt.Errorf("snapshot %s exists", a[0])
 			}
@@ -190,7 +190,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 		// snapshot-fault OUTCOME [REASON…]: the next snapshot job ends so:
 		// "fail" (silently, as Daytona's job handler lets it), "error" (the
 		// sandbox errors with REASON) or "held NAME" (runs until released).
-		"snapshot-fault": func(a []string, vars transcript.Vars) error {
+		"snapshot-fault": func(a []string, vars scenario.Vars) error {
 			f := emulator.SnapshotFault{Times: 1}
 			switch a[0] {
 			case "fail":
@@ -211,7 +211,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 		},
 		// release NAME SANDBOX: the held job ends; wait until the sandbox is
 		// back from snapshotting.
-		"release": func(a []string, vars transcript.Vars) error {
+		"release": func(a []string, vars scenario.Vars) error {
 			mu.Lock()
 			ch := released[a[0]]
 			mu.Unlock()
@@ -221,7 +221,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 		},
 		// reaped NAME: the snapshot a timed-out capture left running was
 		// recorded by Daytona and then deleted by the worker.
-		"reaped": func(a []string, vars transcript.Vars) error {
+		"reaped": func(a []string, vars scenario.Vars) error {
 			deadline := time.Now().Add(60 * time.Second)
 			for {
 				deleted := env.Server.Requests()["DELETE /api/snapshots/{id}"] > 0
@@ -235,7 +235,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			}
 		},
 		// differ A B: two captured values (generations) are not equal.
-		"differ": func(a []string, vars transcript.Vars) error {
+		"differ": func(a []string, vars scenario.Vars) error {
 			if string(vars[a[0]]) == string(vars[a[1]]) {
 				return fmt.Errorf("%s and %s are both %s", a[0], a[1], vars[a[0]])
 			}
@@ -243,7 +243,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 		},
 		// preview-token-opens SANDBOX TOKEN: the secret header reaches the
 		// sandbox through the proxy (the toolbox accepts it without the key).
-		"preview-token-opens": func(a []string, vars transcript.Vars) error {
+		"preview-token-opens": func(a []string, vars scenario.Vars) error {
 			req, _ := http.NewRequest(http.MethodGet, env.ToolboxURL(str(vars, a[0]))+"/work-dir", nil)
 			req.Header.Set("X-Daytona-Preview-Token", str(vars, a[1]))
 			res, err := http.DefaultClient.Do(req)
@@ -257,8 +257,8 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 			return nil
 		},
 	}
-	return func() map[string]func(transcript.Vars) error {
-		out := map[string]func(transcript.Vars) error{}
+	return func() map[string]func(scenario.Vars) error {
+		out := map[string]func(scenario.Vars) error{}
 		for _, name := range transcriptHookNames(t) {
 			fields := strings.Fields(name)
 			h, ok := hooks[fields[0]]
@@ -266,7 +266,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 				continue
 			}
 			args := fields[1:]
-			out[name] = func(vars transcript.Vars) error { return h(args, vars) }
+			out[name] = func(vars scenario.Vars) error { return h(args, vars) }
 		}
 		return out
 	}()
@@ -277,7 +277,7 @@ func setupHooks(t *testing.T, env *emulatorEnv) map[string]func(transcript.Vars)
 func transcriptHookNames(t *testing.T) []string {
 	var names []string
 	for _, tr := range setupTranscripts {
-		steps, err := transcript.ParseFile(transcriptPath(tr.name))
+		steps, err := scenario.ParseFile(transcriptPath(tr.name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -300,7 +300,7 @@ var setupTranscripts = []struct {
 	{name: "runner-ingress"},
 }
 
-func setupVars(env *emulatorEnv) transcript.Vars {
+func setupVars(env *emulatorEnv) scenario.Vars {
 	vars := env.vars(nil)
 	vars["CFG"] = leaseConfig(env, "")
 	vars["REUSE_CFG"] = leaseConfig(env, `,"reuseLease":true`)
@@ -322,7 +322,7 @@ func TestInteractiveSetupTranscripts(t *testing.T) {
 			t.Parallel()
 			env := startEmulator(t, emulator.Options{})
 			general := env.Server.Snapshots()
-			record := filepath.Join(t.TempDir(), "record.jsonl")
+			record := filepath.Join(t.TempDir(), "record.scenario")
 			stderr := playTranscriptCapturingStderr(t, transcriptPath(tt.name), setupVars(env), setupHooks(t, env), tt.env,
 				"--record", record, "--log-level", "debug")
 			if err := waitForNoSandboxes(env, 10*time.Second); err != nil {
@@ -358,20 +358,20 @@ func TestInteractiveSetupTranscripts(t *testing.T) {
 
 // playTranscriptCapturingStderr is playTranscriptWithHooks that also returns
 // everything the worker wrote on stderr.
-func playTranscriptCapturingStderr(t *testing.T, path string, vars transcript.Vars, hooks map[string]func(transcript.Vars) error, env []string, args ...string) string {
+func playTranscriptCapturingStderr(t *testing.T, path string, vars scenario.Vars, hooks map[string]func(scenario.Vars) error, env []string, args ...string) string {
 	t.Helper()
-	steps, err := transcript.ParseFile(path)
+	steps, err := scenario.ParseFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := startWorker(t, env, args...)
-	player := &transcript.Player{Worker: p, Vars: vars, Update: *update, Hooks: hooks}
+	player := &scenario.Player{Worker: p, Vars: vars, Update: *update, Hooks: hooks}
 	out, err := player.Play(steps)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	if *update {
-		if err := transcript.WriteFile(path, out); err != nil {
+		if err := scenario.WriteFile(path, out); err != nil {
 			t.Fatal(err)
 		}
 	}

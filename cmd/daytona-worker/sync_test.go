@@ -29,8 +29,8 @@ import (
 
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 	"github.com/paperclipai/daytona-worker/internal/testutil"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
 )
 
 const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -1569,8 +1569,8 @@ func TestSyncTranscript(t *testing.T) {
 	dir := t.TempDir()
 	vars := env.vars(map[string]string{"HOST_DIR": dir})
 	vars["CFG"] = leaseConfig(env, "")
-	hooks := map[string]func(transcript.Vars) error{
-		"write-host-files": func(transcript.Vars) error {
+	hooks := map[string]func(scenario.Vars) error{
+		"write-host-files": func(scenario.Vars) error {
 			if err := os.MkdirAll(filepath.Join(dir, "tree/sub"), 0o755); err != nil {
 				return err
 			}
@@ -1581,7 +1581,7 @@ func TestSyncTranscript(t *testing.T) {
 			}
 			return os.Symlink("a.txt", filepath.Join(dir, "tree/link"))
 		},
-		"check-sandbox-files": func(v transcript.Vars) error {
+		"check-sandbox-files": func(v scenario.Vars) error {
 			var remote string
 			if err := json.Unmarshal(v["REMOTE_CWD"], &remote); err != nil {
 				return err
@@ -1591,7 +1591,7 @@ func TestSyncTranscript(t *testing.T) {
 				filepath.Join(remote, "tree/sub/b.txt"): "beta", filepath.Join(remote, "tree/link"): "->a.txt",
 			})
 		},
-		"check-host-files": func(transcript.Vars) error {
+		"check-host-files": func(scenario.Vars) error {
 			return checkFiles(map[string]string{
 				filepath.Join(dir, "back/config.txt"): "plain", filepath.Join(dir, "restored/a.txt"): "alpha",
 				filepath.Join(dir, "restored/sub/b.txt"): "beta", filepath.Join(dir, "restored/link"): "->a.txt",

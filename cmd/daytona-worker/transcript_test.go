@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 )
 
 // TestProtocolTranscripts replays the transcripts that need no Daytona.
 func TestProtocolTranscripts(t *testing.T) {
 	for _, name := range []string{"lifecycle", "framing", "sigterm", "eof", "validate-config"} {
-		path := filepath.Join("..", "..", "testdata", "transcripts", name+".jsonl")
-		t.Run(strings.TrimSuffix(name, ".jsonl"), func(t *testing.T) {
+		path := filepath.Join("..", "..", "testdata", "transcripts", name+".scenario")
+		t.Run(strings.TrimSuffix(name, ".scenario"), func(t *testing.T) {
 			t.Parallel()
-			playTranscript(t, path, transcript.Vars{}, nil)
+			playTranscript(t, path, scenario.Vars{}, nil)
 		})
 	}
 }

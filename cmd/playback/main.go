@@ -22,7 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 	"github.com/paperclipai/daytona-worker/internal/workerhost"
 )
 
@@ -39,7 +39,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	vars := transcript.Vars{}
+	vars := scenario.Vars{}
 	if *withEmulator {
 		stop, err := startEmulator(vars, os.Stdout)
 		if err != nil {
@@ -55,23 +55,23 @@ func main() {
 }
 
 // startEmulator serves a local Daytona on a loopback port and fills vars.
-func startEmulator(vars transcript.Vars, out io.Writer) (stop func(), err error) {
+func startEmulator(vars scenario.Vars, out io.Writer) (stop func(), err error) {
 	quiet := zerolog.Nop()
 	l, err := emulator.ServeLoopback(emulator.Options{Logger: &quiet})
 	if err != nil {
 		return nil, err
 	}
 	cfg, _ := json.Marshal(map[string]any{"apiKey": emulator.DevAPIKey, "apiUrl": l.APIURL, "timeoutMs": 60000})
-	vars["DAYTONA_API_URL"] = transcript.StringVar(l.APIURL)
-	vars["DAYTONA_API_KEY"] = transcript.StringVar(emulator.DevAPIKey)
-	vars["EMULATOR_ROOT"] = transcript.StringVar(l.Root())
+	vars["DAYTONA_API_URL"] = scenario.StringVar(l.APIURL)
+	vars["DAYTONA_API_KEY"] = scenario.StringVar(emulator.DevAPIKey)
+	vars["EMULATOR_ROOT"] = scenario.StringVar(l.Root())
 	vars["CFG"] = cfg
 	fmt.Fprintf(out, "local Daytona emulator at %s (sandboxes under %s)\n", l.APIURL, l.Root())
 	return func() { _ = l.Close() }, nil
 }
 
-func play(path, workerPath string, vars transcript.Vars, verbose bool, out io.Writer) error {
-	steps, err := transcript.ParseFile(path)
+func play(path, workerPath string, vars scenario.Vars, verbose bool, out io.Writer) error {
+	steps, err := scenario.ParseFile(path)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func play(path, workerPath string, vars transcript.Vars, verbose bool, out io.Wr
 		os.Stderr.WriteString(proc.Stderr())
 	}()
 	fmt.Fprintf(out, "started %s (pid %d)\n\n", workerPath, proc.Pid())
-	player := &transcript.Player{
+	player := &scenario.Player{
 		Worker: proc, Vars: vars,
 		Observe: func(fromHost bool, line []byte) {
 			arrow := "worker ←"
@@ -125,7 +125,7 @@ func render(line []byte, verbose bool) string {
 	if dec.Decode(&v) != nil {
 		return string(line)
 	}
-	b, err := transcript.EncodeOrdered(shorten(transcript.Redact(v)))
+	b, err := scenario.EncodeOrdered(shorten(scenario.Redact(v)))
 	if err != nil {
 		return string(line)
 	}

@@ -6,7 +6,7 @@
 // names) or different. `make refcheck` runs it (cmd/refcheck).
 //
 // A scenario is a file under testdata/refcheck in the scenario format of
-// internal/transcript (its package doc has the steps and options), with no
+// internal/scenario (its package doc has the steps and options), with no
 // expectations: each step's output (a host request's lines up to its
 // reply, a host notification's or a raw line's until quiet, what the
 // workers write after close_stdin until they exit, then {"exit": code}, a

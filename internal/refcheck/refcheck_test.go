@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/paperclipai/daytona-worker/internal/differences"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 )
 
 func decode(t *testing.T, s string) any {
@@ -160,7 +160,7 @@ func TestLoadRejectsMalformedScenarios(t *testing.T) {
 		"bad fault":    {`hook fault {"stauts":500}`, `unknown field "stauts"`},
 		"empty":        {"# nothing\n", "no steps"},
 	} {
-		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".jsonl")
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".scenario")
 		require.NoError(t, os.WriteFile(path, []byte(tc.text), 0o644))
 		_, err := Load(path)
 		require.Error(t, err, name)
@@ -205,7 +205,7 @@ func TestSameWorkerOnBothSidesIsIdentical(t *testing.T) {
 	// sync-disk: each side's own ${HOST_DIR} and sandbox folder, listed by
 	// files steps, come out the same once normalised.
 	for _, name := range []string{"refcheck/acquire-basic", "refcheck/execute-basic", "refcheck/sync-disk", "refcheck-sync/sync-in-out-basics"} {
-		sc, err := Load(filepath.Join("../../testdata", name+".jsonl"))
+		sc, err := Load(filepath.Join("../../testdata", name+".scenario"))
 		require.NoError(t, err)
 		var (
 			wg   sync.WaitGroup
@@ -286,9 +286,9 @@ func TestHostDirIsPerSideAndNormalised(t *testing.T) {
 	r := newReplacer(map[string]string{"HOST_DIR": a})
 	assert.Equal(t, "${HOST_DIR}/x", r.string(a+"/x"))
 	require.NoError(t, os.MkdirAll(filepath.Join(a, "s t"), 0o755))
-	dir, err := transcript.SubstituteText("${HOST_DIR}/${SUB}", transcript.Vars{"HOST_DIR": transcript.StringVar(a), "SUB": transcript.StringVar("s t")})
+	dir, err := scenario.SubstituteText("${HOST_DIR}/${SUB}", scenario.Vars{"HOST_DIR": scenario.StringVar(a), "SUB": scenario.StringVar("s t")})
 	require.NoError(t, err)
-	out, err := finish(&Step{Files: "${HOST_DIR}/${SUB}"}, [][]byte{filesLine(dir)}, -1, transcript.Vars{}, r)
+	out, err := finish(&Step{Files: "${HOST_DIR}/${SUB}"}, [][]byte{filesLine(dir)}, -1, scenario.Vars{}, r)
 	require.NoError(t, err)
 	assert.Empty(t, diffOutputs([]any{decode(t, `{"files":[{"path":".","type":"dir","mode":"0755"}]}`)}, out.Lines))
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 	"github.com/paperclipai/daytona-worker/internal/workerhost"
 	"github.com/paperclipai/daytona-worker/pty"
 )
@@ -70,9 +70,9 @@ func Play(ctx context.Context, sc *Scenario, cmd Command, opts Options, side str
 	defer removeHostDir(hostDir)
 	vars["HOST_DIR"] = hostDir
 	repl := newReplacer(vars)
-	tvars := transcript.Vars{}
+	tvars := scenario.Vars{}
 	for k, v := range vars {
-		tvars[k] = transcript.StringVar(v)
+		tvars[k] = scenario.StringVar(v)
 	}
 	tvars["CFG"], _ = json.Marshal(map[string]string{"apiKey": vars["DAYTONA_API_KEY"], "apiUrl": vars["DAYTONA_API_URL"]})
 
@@ -90,16 +90,16 @@ func Play(ctx context.Context, sc *Scenario, cmd Command, opts Options, side str
 	steps := sc.Steps
 	first := 0
 	if !sc.Setup.NoInitialize {
-		init := transcript.Step{Host: json.RawMessage(`{"jsonrpc":"2.0","id":"refcheck-init","method":"initialize","params":{"manifest":{},"config":{},"instanceInfo":{"instanceId":"refcheck","hostVersion":"1"},"apiVersion":1}}`)}
+		init := scenario.Step{Host: json.RawMessage(`{"jsonrpc":"2.0","id":"refcheck-init","method":"initialize","params":{"manifest":{},"config":{},"instanceInfo":{"instanceId":"refcheck","hostVersion":"1"},"apiVersion":1}}`)}
 		steps, first = append([]Step{init}, sc.Steps...), 1
 	}
 	outputs := make([]*StepOutput, len(sc.Steps))
-	player := &transcript.Player{
+	player := &scenario.Player{
 		Worker:  proc,
 		Vars:    tvars,
 		Timeout: opts.ReplyTimeout,
 		Quiet:   opts.Quiet,
-		RunHook: func(text string, _ transcript.Vars) error {
+		RunHook: func(text string, _ scenario.Vars) error {
 			act, err := parseHook(text)
 			if err != nil {
 				return err
@@ -110,7 +110,7 @@ func Play(ctx context.Context, sc *Scenario, cmd Command, opts Options, side str
 			if st.Sandboxes {
 				return env.sandboxesLine()
 			}
-			dir, err := transcript.SubstituteText(st.Files, tvars)
+			dir, err := scenario.SubstituteText(st.Files, tvars)
 			if err != nil {
 				return nil, err
 			}
@@ -126,7 +126,7 @@ func Play(ctx context.Context, sc *Scenario, cmd Command, opts Options, side str
 		},
 	}
 	if _, err := player.Play(steps); err != nil {
-		var pe *transcript.PlayError
+		var pe *scenario.PlayError
 		if errors.As(err, &pe) {
 			return outputs, fmt.Errorf("%s:%d: %w", sc.Path, pe.Line, pe.Err)
 		}
@@ -136,7 +136,7 @@ func Play(ctx context.Context, sc *Scenario, cmd Command, opts Options, side str
 }
 
 // finish captures from the reply, then normalises the lines.
-func finish(st *Step, raw [][]byte, reply int, vars transcript.Vars, repl *replacer) (*StepOutput, error) {
+func finish(st *Step, raw [][]byte, reply int, vars scenario.Vars, repl *replacer) (*StepOutput, error) {
 	decoded := make([]any, len(raw))
 	for i, b := range raw {
 		decoded[i] = decodeLine(b)
@@ -195,7 +195,7 @@ type emulatorEnv struct {
 	closed string // an address nothing listens on
 }
 
-func startEmulator(setup transcript.EmulatorSetup) (*emulatorEnv, error) {
+func startEmulator(setup scenario.EmulatorSetup) (*emulatorEnv, error) {
 	nop := zerolog.Nop()
 	opts := emulator.Options{Logger: &nop, ReturnTransitional: setup.Transitional}
 	if setup.StepDelayMs > 0 {
@@ -275,7 +275,7 @@ func (e *emulatorEnv) sandboxesLine() ([]byte, error) {
 
 // spawn starts one worker with the environment refcheck gives both sides
 // and the scenario's own, its variables substituted.
-func spawn(ctx context.Context, c Command, extra map[string]string, vars transcript.Vars) (*workerhost.Process, error) {
+func spawn(ctx context.Context, c Command, extra map[string]string, vars scenario.Vars) (*workerhost.Process, error) {
 	if len(c.Argv) == 0 {
 		return nil, errors.New("no worker command")
 	}
@@ -286,7 +286,7 @@ func spawn(ctx context.Context, c Command, extra map[string]string, vars transcr
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		v, err := transcript.Substitute([]byte(extra[k]), vars)
+		v, err := scenario.Substitute([]byte(extra[k]), vars)
 		if err != nil {
 			return nil, err
 		}

@@ -11,20 +11,20 @@ import (
 	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 )
 
 // Scenario is one host situation, played through both workers.
 type Scenario struct {
-	Name  string // the file name without .jsonl
+	Name  string // the file name without .scenario
 	Path  string
 	Notes string // the file's leading comment lines
-	Setup transcript.Setup
+	Setup scenario.Setup
 	Steps []Step
 }
 
 // Step is one step of a scenario.
-type Step = transcript.Step
+type Step = scenario.Step
 
 // faultSpec is an emulator.Fault in JSON.
 type faultSpec struct {
@@ -105,14 +105,14 @@ func parseHook(text string) (func(e *emulatorEnv) error, error) {
 	return func(e *emulatorEnv) error { return e.delete(arg) }, nil
 }
 
-// LoadDir loads every *.jsonl scenario under dir, sorted by name.
+// LoadDir loads every *.scenario scenario under dir, sorted by name.
 func LoadDir(dir string) ([]*Scenario, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	paths, err := filepath.Glob(filepath.Join(dir, "*.scenario"))
 	if err != nil {
 		return nil, err
 	}
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("refcheck: no scenarios (*.jsonl) in %s", dir)
+		return nil, fmt.Errorf("refcheck: no scenarios (*.scenario) in %s", dir)
 	}
 	sort.Strings(paths)
 	var out []*Scenario
@@ -132,11 +132,11 @@ func LoadDir(dir string) ([]*Scenario, error) {
 // scenario holds no expectations of its own (the other side is its
 // expectation).
 func Load(path string) (*Scenario, error) {
-	steps, err := transcript.ParseFile(path)
+	steps, err := scenario.ParseFile(path)
 	if err != nil {
 		return nil, err
 	}
-	s := &Scenario{Name: strings.TrimSuffix(filepath.Base(path), ".jsonl"), Path: path}
+	s := &Scenario{Name: strings.TrimSuffix(filepath.Base(path), ".scenario"), Path: path}
 	var notes []string
 	for _, st := range steps {
 		switch {

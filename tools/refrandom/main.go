@@ -25,7 +25,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/paperclipai/daytona-worker/internal/transcript"
+	"github.com/paperclipai/daytona-worker/internal/scenario"
 )
 
 func main() {
@@ -71,7 +71,7 @@ func writeScenarios(dir string, first, seeds int) error {
 			g := &gen{r: rand.New(rand.NewPCG(uint64(seed), uint64(len(name))))}
 			play(g)
 			text := fmt.Sprintf("# refrandom %s, seed %d\n%s", name, seed, g.b.String())
-			path := filepath.Join(dir, fmt.Sprintf("random-%s-%d.jsonl", name, seed))
+			path := filepath.Join(dir, fmt.Sprintf("random-%s-%d.scenario", name, seed))
 			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 				return err
 			}
@@ -114,7 +114,7 @@ func (g *gen) pick(keys []string, n int) []string {
 	return out
 }
 
-func (g *gen) step(st transcript.Step) {
+func (g *gen) step(st scenario.Step) {
 	text, err := st.Format()
 	if err != nil {
 		panic(err)
@@ -142,7 +142,7 @@ func (g *gen) req(method string, params obj, capture map[string]string) {
 	if err != nil {
 		panic(err)
 	}
-	st := transcript.Step{Host: host, Capture: capture}
+	st := scenario.Step{Host: host, Capture: capture}
 	switch method {
 	case "environmentAcquireLease":
 		st.Differs = acquireDiffers
@@ -323,7 +323,7 @@ func configPlay(g *gen) {
 	for range 6 {
 		g.req("environmentAcquireLease", with(baseParams(), "config", g.oddConfig(1+g.r.IntN(3), false)), nil)
 	}
-	g.step(transcript.Step{Sandboxes: true, Differs: map[string][]string{"create-timeout-cleanup": {"$"}}})
+	g.step(scenario.Step{Sandboxes: true, Differs: map[string][]string{"create-timeout-cleanup": {"$"}}})
 }
 
 // outputBytes are what outputPlay's commands print: text, the bytes JSON

@@ -24,9 +24,9 @@ func TestScenariosLoadAndRepeat(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, scs, 2*len(families))
 	for _, sc := range scs {
-		x, err := os.ReadFile(filepath.Join(a, sc.Name+".jsonl"))
+		x, err := os.ReadFile(filepath.Join(a, sc.Name+".scenario"))
 		require.NoError(t, err)
-		y, err := os.ReadFile(filepath.Join(b, sc.Name+".jsonl"))
+		y, err := os.ReadFile(filepath.Join(b, sc.Name+".scenario"))
 		require.NoError(t, err)
 		assert.Equal(t, string(x), string(y), sc.Name)
 		assert.NotContains(t, string(x), `"remotePath":"/`, "no absolute folder is made on this machine")

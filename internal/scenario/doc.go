@@ -1,4 +1,4 @@
-// Package transcript reads, writes, records and plays scenarios of worker
+// Package scenario reads, writes, records and plays scenarios of worker
 // sessions. One format serves the transcripts (testdata/transcripts:
 // regression tests of the real binary in cmd/daytona-worker, and the demo
 // session of `make run`), whose worker steps are expectations, and the
@@ -77,4 +77,4 @@
 // caller gives (DAYTONA_API_URL, ...) or one captured earlier. A variable
 // that is a whole JSON string becomes the variable's JSON value; one inside
 // a longer string, its text.
-package transcript
+package scenario

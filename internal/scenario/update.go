@@ -1,4 +1,4 @@
-package transcript
+package scenario
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package transcript
+package scenario
 
 import (
 	"bytes"
@@ -164,7 +164,7 @@ func TestParseAndWriteRoundTrip(t *testing.T) {
 // worker echoes).
 func TestRecordingHoldsNoSecret(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "rec.jsonl")
+	path := filepath.Join(t.TempDir(), "rec.scenario")
 	rec, err := OpenRecorder(path)
 	require.NoError(t, err)
 	const (
