@@ -121,7 +121,7 @@ func (r *Result) Print(w io.Writer, list *differences.List) {
 			row, _ := list.ByID(id)
 			names = append(names, fmt.Sprintf("%s (%q)", id, row.Situation))
 		}
-		fmt.Fprintf(w, "  — README rows: %s", strings.Join(names, "; "))
+		fmt.Fprintf(w, "  — rows of differences.txt: %s", strings.Join(names, "; "))
 	}
 	fmt.Fprintln(w)
 	if r.Problem != "" {
