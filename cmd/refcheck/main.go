@@ -34,7 +34,7 @@ func run() int {
 		list      = flag.String("differences", "differences.txt", "the list of documented differences")
 		only      = flag.String("run", "", "only scenarios whose name matches this regexp")
 		verbose   = flag.Bool("v", false, "print each worker's stderr for scenarios that differ")
-		parallel  = flag.Int("parallel", 1, "how many scenarios to play at once (results print in order)")
+		parallel  = flag.Int("parallel", 3, "how many scenarios to play at once, each against emulators of its own (results print in order)")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
