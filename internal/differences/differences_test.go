@@ -74,6 +74,7 @@ func TestParseRejects(t *testing.T) {
 		"duplicate id":     {"id: a\nsituation: s\nnode: n\nours: o\n\nid: a\nsituation: s\nnode: n\nours: o\n", `line 6: id "a" is already used by the row on line 1`},
 		"bad id":           {"id: A b\nsituation: s\nnode: n\nours: o\n", `id "A b" must be lower-case words`},
 		"unknown field":    {"id: a\nwhy: s\n", `line 2: want one of id, situation, node, ours followed by ':'`},
+		"long bad line":    {"id: a\n" + strings.Repeat("x", 60) + "\n", `got "` + strings.Repeat("x", 40) + `…"`},
 		"field twice":      {"id: a\nsituation: s\nsituation: t\nnode: n\nours: o\n", "line 3: situation given twice"},
 		"id begins a row":  {"id: a\nid: b\nsituation: s\nnode: n\nours: o\n", "line 1: the row has no situation"},
 		"orphan indent":    {"  continued\n", "line 1: an indented line continues no field"},
@@ -94,4 +95,16 @@ func TestListFileLoads(t *testing.T) {
 	l, err := Load(path)
 	require.NoError(t, err)
 	assert.NotEmpty(t, l.Rows)
+}
+
+// A file that cannot be read or parsed is an error that names it.
+func TestLoadNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Load(filepath.Join(dir, "missing.txt"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	bad := filepath.Join(dir, "bad.txt")
+	require.NoError(t, os.WriteFile(bad, []byte("why: s\n"), 0o600))
+	_, err = Load(bad)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), bad+": line 1")
 }
