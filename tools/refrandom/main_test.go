@@ -33,6 +33,18 @@ func TestScenariosLoadAndRepeat(t *testing.T) {
 	}
 }
 
+// A folder that cannot be made, or a scenario file that cannot be
+// written, is an error, not a play left out.
+func TestWriteScenariosReportsWhatItCannotWrite(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	assert.Error(t, writeScenarios(filepath.Join(file, "dir"), 1, 1))
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "random-config-1.scenario"), 0o755))
+	assert.Error(t, writeScenarios(dir, 1, 1))
+}
+
 // The triage leaves out an invalid-params refusal where the plugin threw,
 // and shows every other difference.
 func TestTriageShowsWhatIsNoInvalidParamsRefusal(t *testing.T) {
