@@ -64,3 +64,12 @@ func TestMemoryIsReleasedOnceIdleAfterLargeOutput(t *testing.T) {
 	require.True(t, one(), "a later burst is released too")
 	assert.EqualValues(t, 2, releases.Load())
 }
+
+// Zero settings take the defaults, and the release then frees memory.
+func TestIdleReleaseDefaults(t *testing.T) {
+	r := newIdleRelease(0, 0, nil)
+	assert.Equal(t, int64(defaultIdleReleaseBytes), r.threshold)
+	assert.Equal(t, defaultIdleReleaseDelay, r.delay)
+	require.NotNil(t, r.release)
+	r.release()
+}
