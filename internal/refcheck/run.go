@@ -158,18 +158,10 @@ func finish(st *Step, raw [][]byte, reply int, vars scenario.Vars, repl *replace
 		out.Lines = append(out.Lines, repl.normalize(v))
 	}
 	out.Lines = joinExecuteLogs(out.Lines)
-	if reply < 0 && len(st.Host) > 0 && isRequest(st.Host) {
+	if reply < 0 && len(st.Host) > 0 && scenario.RequestID(st.Host) != nil {
 		out.Lines = append(out.Lines, map[string]any{"refcheck": "no reply"})
 	}
 	return out, nil
-}
-
-func isRequest(raw json.RawMessage) bool {
-	var head struct {
-		ID     json.RawMessage `json:"id"`
-		Method *string         `json:"method"`
-	}
-	return json.Unmarshal(raw, &head) == nil && head.Method != nil && len(head.ID) > 0 && string(head.ID) != "null"
 }
 
 // delete deletes a sandbox through the API, as another client would.

@@ -135,7 +135,7 @@ func (p *Player) play(steps []Step) ([]Step, error) {
 			}
 			if err == nil && p.Update {
 				out = append(out, s)
-				i, err = p.update(steps, i, &out, requestID(line))
+				i, err = p.update(steps, i, &out, RequestID(line))
 				if err != nil {
 					return fail(err)
 				}
@@ -651,8 +651,9 @@ func parseSignal(name string) (os.Signal, error) {
 	return nil, fmt.Errorf("unknown signal %q", name)
 }
 
-// requestID is the canonical id of a request line, nil for anything else.
-func requestID(line []byte) json.RawMessage {
+// RequestID is the canonical id of a request line (one with a method and
+// an id that is not null), nil for anything else.
+func RequestID(line []byte) json.RawMessage {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method *string         `json:"method"`

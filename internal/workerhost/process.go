@@ -155,9 +155,6 @@ func (p *Process) ReadLine(ctx context.Context) ([]byte, error) {
 // Signal sends sig to the worker.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
-// Exited is closed once the worker has exited.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
-
 // Wait waits for the worker to exit and returns its exit code, -1 when a
 // signal ended it.
 func (p *Process) Wait(ctx context.Context) (int, error) {

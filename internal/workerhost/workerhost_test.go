@@ -194,7 +194,6 @@ func TestExitCodesSignalsAndStderr(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := startFake(t)
 			require.NoError(t, tt.act(p))
-			<-p.Exited()
 			code, err := p.Wait(t.Context())
 			require.NoError(t, err)
 			assert.Equal(t, tt.code, code)

@@ -132,8 +132,9 @@ func (c *logCap) admit(r *Relay, chunk [][]byte, n int64, before [2]int64) bool 
 		if before[0]+before[1]+n <= c.limit {
 			return true
 		}
-		if c.count(r, before); c.limit == 0 {
-			return true
+		c.count(r, before)
+		if c.limit == 0 {
+			return true // cannot be counted: sent as the plugin sends
 		}
 	}
 	units := textUnits(&Buffer{blocks: chunk, n: n}, n)
