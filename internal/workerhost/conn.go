@@ -3,6 +3,7 @@ package workerhost
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,6 +100,7 @@ type Conn struct {
 
 	mu      sync.Mutex
 	nextID  int64
+	sent    int64            // calls sent so far, numbering them in order
 	waiting map[string]*Call // by idKey
 	readErr error
 	ended   bool // the output ended: no reply will come
@@ -113,6 +115,7 @@ type Call struct {
 	Method string
 	Sent   time.Time
 	req    Request
+	seq    int64      // the order it was sent in (calls of one Send share Sent)
 	ch     chan Reply // gets the reply, or is closed without one
 	conn   *Conn
 }
@@ -291,6 +294,8 @@ func (c *Conn) Send(reqs ...Request) ([]*Call, error) {
 		return nil, fmt.Errorf("%s: %w", reqs[0].Method, ErrNoReply)
 	}
 	for _, call := range calls {
+		c.sent++
+		call.seq = c.sent
 		c.waiting[idKey(call.ID)] = call
 	}
 	c.mu.Unlock()
@@ -318,7 +323,7 @@ func (c *Conn) Pending() []*Call {
 	for _, call := range c.waiting {
 		out = append(out, call)
 	}
-	slices.SortFunc(out, func(a, b *Call) int { return a.Sent.Compare(b.Sent) })
+	slices.SortFunc(out, func(a, b *Call) int { return cmp.Compare(a.seq, b.seq) })
 	return out
 }
 
