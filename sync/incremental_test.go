@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
@@ -197,7 +198,37 @@ func (m *treeMutator) mutateSandbox(t *testing.T, roots ...string) string {
 			require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(f), "agent-extra.txt"), []byte(content), 0o644))
 		}
 	}
+	sameTimes(t, roots[0], roots[1:]...)
 	return fmt.Sprintf("sandbox %d %s", kind, rel)
+}
+
+// sameTimes gives every entry of each twin the mtime of the entry of root
+// at its path (where both are of one type). A sandbox change is made in the
+// twins one after the other, so the times it stamps may straddle a second;
+// the twins were equal before it, so this puts back only what it stamped.
+// (Writing a time changes the twin's ctime, which a full sync ignores.)
+func sameTimes(t *testing.T, root string, twins ...string) {
+	t.Helper()
+	require.NoError(t, filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			if p == root && os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		for _, twin := range twins {
+			q := filepath.Join(twin, rel)
+			if tf, err := os.Lstat(q); err != nil || tf.Mode().Type() != fi.Mode().Type() {
+				continue
+			}
+			ts := []unix.Timespec{unix.NsecToTimespec(fi.ModTime().UnixNano()), unix.NsecToTimespec(fi.ModTime().UnixNano())}
+			if err := unix.UtimesNanoAt(unix.AT_FDCWD, q, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
 }
 
 // An incremental sync (with a manifest) leaves exactly what a full sync

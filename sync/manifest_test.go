@@ -356,7 +356,7 @@ func (m *treeMutator) mutateSandboxMore(t *testing.T, e *env, roots ...string) s
 	if kind == 9 && len(dirs) > 0 {
 		rel = dirs[m.rng.IntN(len(dirs))]
 	}
-	for i, root := range roots {
+	for _, root := range roots {
 		f := filepath.Join(root, rel)
 		if strings.HasPrefix(rel, "../") {
 			f = root + "-single.txt"
@@ -411,7 +411,10 @@ func (m *treeMutator) mutateSandboxMore(t *testing.T, e *env, roots ...string) s
 				require.NoError(t, os.WriteFile(f, []byte(content), 0o644))
 			}
 		}
-		_ = i
+	}
+	sameTimes(t, roots[0], roots[1:]...)
+	for _, twin := range roots[1:] {
+		sameTimes(t, roots[0]+"-single.txt", twin+"-single.txt")
 	}
 	return fmt.Sprintf("sandbox %d %s", kind, rel)
 }
