@@ -75,15 +75,13 @@ func play(path, workerPath string, vars scenario.Vars, verbose bool, out io.Writ
 	if err != nil {
 		return err
 	}
-	// The worker gets this environment, as it did when started by hand.
-	proc, err := workerhost.Start(context.Background(), workerhost.Command{Path: workerPath, Env: os.Environ()})
+	// The worker gets this environment, as it did when started by hand,
+	// and its log goes to ours as it writes it.
+	proc, err := workerhost.Start(context.Background(), workerhost.Command{Path: workerPath, Env: os.Environ(), Stderr: os.Stderr})
 	if err != nil {
 		return fmt.Errorf("start the worker: %w", err)
 	}
-	defer func() {
-		_ = proc.Close()
-		os.Stderr.WriteString(proc.Stderr())
-	}()
+	defer proc.Close()
 	fmt.Fprintf(out, "started %s (pid %d)\n\n", workerPath, proc.Pid())
 	player := &scenario.Player{
 		Worker: proc, Vars: vars,

@@ -37,6 +37,9 @@ type Command struct {
 	// from Env.
 	Env []string
 	Dir string
+	// Stderr, if set, also gets the worker's stderr as it is written
+	// (Process.Stderr keeps it all the same).
+	Stderr io.Writer
 }
 
 // MinimalEnv is the environment a worker starts with, as the host's worker
@@ -86,6 +89,9 @@ func Start(ctx context.Context, c Command) (*Process, error) {
 	p := &Process{cmd: cmd, stdin: stdin, stdout: outR, exited: make(chan struct{})}
 	cmd.Stdout = outW
 	cmd.Stderr = &p.stderr
+	if c.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(&p.stderr, c.Stderr)
+	}
 	err = cmd.Start()
 	outW.Close()
 	if err != nil {

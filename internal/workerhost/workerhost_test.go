@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/paperclipai/daytona-worker/internal/jsonstream"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 )
 
 // The test binary, started with fakeWorkerEnv set, is the worker these
@@ -200,6 +201,29 @@ func TestExitCodesSignalsAndStderr(t *testing.T) {
 			assert.Equal(t, tt.stderr, p.Stderr())
 		})
 	}
+}
+
+// A live copy of stderr sees each line before the worker has exited.
+func TestStderrIsCopiedAsItIsWritten(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	env := []string{fakeWorkerEnv}
+	if testing.CoverMode() != "" {
+		env = append(env, coverDirVar+t.TempDir())
+	}
+	live := &syncBuffer{}
+	p, err := Start(t.Context(), Command{Path: exe, Env: env, Stderr: live})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	c := NewConn(p, p.Stdout(), Options{})
+	_, err = c.Call(t.Context(), Request{Method: "stderr", Params: map[string]any{"text": "early\n"}})
+	require.NoError(t, err)
+	// The reply follows the write; the copy to live may trail it a little.
+	testutil.WaitFor(t, "the live copy", func() bool { return live.String() == "early\n" })
+	require.NoError(t, p.CloseStdin())
+	_, err = p.Wait(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, "early\n", p.Stderr())
 }
 
 func TestTheWorkerGetsAMinimalEnvironment(t *testing.T) {
