@@ -10,7 +10,7 @@ import (
 
 // TestProtocolTranscripts replays the transcripts that need no Daytona.
 func TestProtocolTranscripts(t *testing.T) {
-	for _, name := range []string{"lifecycle", "framing", "sigterm", "eof", "validate-config"} {
+	for _, name := range []string{"lifecycle", "framing", "sigterm", "sigint", "eof", "invocation-id", "validate-config"} {
 		path := filepath.Join("..", "..", "testdata", "transcripts", name+".scenario")
 		t.Run(strings.TrimSuffix(name, ".scenario"), func(t *testing.T) {
 			t.Parallel()
