@@ -33,7 +33,7 @@ test:
 ##            seeds, the very large transfers, and the worker's memory bounds on them, which
 ##            only hold on a build without the race detector, as the worker ships (make test
 ##            runs the same code under the race detector at smaller sizes); .ci/run runs both
-LONG_TESTS := TestTrimMiddleKeepsTheRelaysTakesWhole|TestTrimMiddleHoldsWhatTheResultCanCarry|TestExecuteRelaysLargeOutput|TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit|TestExecuteStreamsNoMoreThanTheHostTakes|TestDuplexEchoesMegabytesThroughCat|TestSyncInIncrementalAcrossRestartsAndManyLeases|TestIncrementalSyncManyLeases|TestTrimMiddleLetsTheMiddleGo|TestFiftyMegabyteLines|TestExtractRandomArchivesNeverPanicOrLeaveStaging
+LONG_TESTS := TestTrimMiddleKeepsTheRelaysTakesWhole|TestResultFromEscapeMapEncodesLikeEncodingJSON|TestRelayResultReusesNotificationsEscapes|TestTrimMiddleHoldsWhatTheResultCanCarry|TestExecuteRelaysLargeOutput|TestExecuteHoldsLittleOfAnOutputPastTheHostsLimit|TestExecuteStreamsNoMoreThanTheHostTakes|TestDuplexEchoesMegabytesThroughCat|TestSyncInIncrementalAcrossRestartsAndManyLeases|TestIncrementalSyncManyLeases|TestTrimMiddleLetsTheMiddleGo|TestFiftyMegabyteLines|TestExtractRandomArchivesNeverPanicOrLeaveStaging
 test-long:
 	DAYTONA_TEST_LONG=1 $(GO) test -count=1 -timeout 30m -run '^($(LONG_TESTS))$$' ./worker/ ./worker/output/ ./sync/ ./cmd/daytona-worker/
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
 
@@ -47,7 +48,7 @@ func sparseText(n int, seed uint64) []byte {
 // and returns the result's JSON string and the buffer.
 func relayedResult(t *testing.T, data []byte, writeStep, notifyStep int) (string, *Buffer) {
 	t.Helper()
-	b := &Buffer{}
+	b := &Buffer{blockSize: sizesForTest().block}
 	for p := data; len(p) > 0; {
 		n := min(writeStep, len(p))
 		b.Write(p[:n])
@@ -67,11 +68,12 @@ func relayedResult(t *testing.T, data []byte, writeStep, notifyStep int) (string
 
 // The result written from the notifications' map is encoding/json's
 // encoding, byte for byte, with every kind of special bytes, including
-// those cut by a block's end (at 4096 bytes and each MiB after) or by a
+// those cut by a block's end (at 4096 bytes and each block after) or by a
 // notification's.
 func TestResultFromEscapeMapEncodesLikeEncodingJSON(t *testing.T) {
 	t.Parallel()
-	base := sparseText(outputBlockSize+8192, 1)
+	block := sizesForTest().block
+	base := sparseText(block+8192, 1)
 	specials := [][]byte{
 		[]byte("\u2028"), {0xe2, 0x82}, {0xf0, 0x9f, 0x99, 0x82}, {0xf0, 0x9f, 0x99}, []byte("\x03\x03\x03\x03\x03"),
 		bytes.Repeat([]byte{3}, escapePieceBytes+3), []byte(`\"`), {0xff, 0xfe},
@@ -87,11 +89,11 @@ func TestResultFromEscapeMapEncodesLikeEncodingJSON(t *testing.T) {
 					continue
 				}
 				data := bytes.Clone(base)
-				for _, end := range []int{4096, 4096 + outputBlockSize} {
+				for _, end := range []int{4096, 4096 + block} {
 					copy(data[end-shift:], special)
 				}
 				want := stdJSON(data)
-				for _, notifyStep := range []int{4096 - shift, 64 << 10, len(data)} {
+				for _, notifyStep := range []int{4096 - shift, block / 4, len(data)} {
 					got, b := relayedResult(t, data, 1000, max(notifyStep, 1000))
 					require.Equal(t, want, got, "special %q shifted %d, notifications of %d", special, shift, notifyStep)
 					assert.False(t, b.escapes.dropped, "the map describes the output")
@@ -101,11 +103,11 @@ func TestResultFromEscapeMapEncodesLikeEncodingJSON(t *testing.T) {
 	}
 	// Long verbatim runs (written to the host straight from the blocks),
 	// multi-byte runes cut by blocks' ends among them.
-	long := bytes.Repeat([]byte("abcdefgü日🙂"), 150_000)
-	for _, at := range []int{5, 40_000, 1 << 20, 2_000_000} {
+	long := bytes.Repeat([]byte("abcdefgü日🙂"), (2*block+block/2)/15)
+	for _, at := range []int{5, block / 25, block, 2*block - 97} {
 		long[at] = '\n'
 	}
-	got, b := relayedResult(t, long, 65536, 512<<10)
+	got, b := relayedResult(t, long, block/16, block/2)
 	require.Equal(t, stdJSON(long), got)
 	assert.False(t, b.escapes.dropped)
 	for seed := range uint64(4) {
@@ -163,10 +165,14 @@ func TestRelayResultReusesNotificationsEscapes(t *testing.T) {
 	for _, failing := range []bool{false, true} {
 		t.Run(fmt.Sprint("failing=", failing), func(t *testing.T) {
 			t.Parallel()
-			data := sparseText(3<<20, 3)
+			// At least three notifications, each of many blocks.
+			data := sparseText(2*maxLogChunkBytes+12345, 3)
+			if testutil.Long() {
+				data = sparseText(3<<20, 3)
+			}
 			var joined strings.Builder
 			var r *Relay
-			r = NewRelay(Limits{}, func(params any) error {
+			r = sizesForTest().relay(NewRelay(Limits{}, func(params any) error {
 				c := params.(*logChunk)
 				if failing && c.at > 0 && !r.out[0].escapes.dropped {
 					// The host's pipe breaks part way through this one; the
@@ -183,7 +189,7 @@ func TestRelayResultReusesNotificationsEscapes(t *testing.T) {
 				}
 				joined.WriteString(got.Chunk)
 				return nil
-			})
+			}))
 			for p := data; len(p) > 0; {
 				n := min(len(p), 7919)
 				_, _ = r.Stream(0).Write(p[:n])

@@ -21,6 +21,9 @@ type Buffer struct {
 	// trim: a stream the result is sure to cut drops its relayed middle
 	// (see trimMiddle).
 	trim middleTrim
+	// blockSize is a full block's size: outputBlockSize, unless a test
+	// lowers it to meet many blocks with little output.
+	blockSize int
 }
 
 const outputBlockSize = 1 << 20
@@ -42,11 +45,15 @@ func (b *Buffer) Write(p []byte) (int, error) {
 
 // newBlock makes the next block for a write of n bytes.
 func (b *Buffer) newBlock(n int) []byte {
-	if len(b.blocks) == 0 && n < outputBlockSize {
+	size := outputBlockSize
+	if b.blockSize > 0 {
+		size = b.blockSize
+	}
+	if len(b.blocks) == 0 && n < size {
 		// Most commands print little: start small.
 		return make([]byte, 0, max(n, 4096))
 	}
-	return make([]byte, 0, outputBlockSize)
+	return make([]byte, 0, size)
 }
 
 func (b *Buffer) Len() int64 { return b.n }

@@ -50,9 +50,11 @@ type Relay struct {
 	pending []logSegment // output not yet handed to the sender, in order
 	spare   []logSegment
 	bytes   int
-	closed  bool
-	sending bool           // the sender goroutine has been started
-	next    [2]blockCursor // where each stream's first pending byte is in out
+	// maxPending is maxPendingLogBytes, unless a test lowers it.
+	maxPending int
+	closed     bool
+	sending    bool           // the sender goroutine has been started
+	next       [2]blockCursor // where each stream's first pending byte is in out
 
 	carry   [2][]byte // sender only: a rune split by the last segment
 	scratch []byte    // sender only: the notification encoding buffer
@@ -186,7 +188,7 @@ func (r *Relay) sentUnits(sent [2]int64) (int64, bool) {
 // startLogRelay returns a relay whose sender starts with the first output:
 // a command that prints nothing costs no goroutine.
 func startLogRelay(deliver func(stream int, chunk [][]byte) error) *Relay {
-	r := &Relay{deliver: deliver, chunkBytes: maxLogChunkBytes, done: make(chan struct{})}
+	r := &Relay{deliver: deliver, chunkBytes: maxLogChunkBytes, maxPending: maxPendingLogBytes, done: make(chan struct{})}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -209,7 +211,7 @@ func (w *relayWriter) Write(p []byte) (int, error) {
 	r := w.r
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for r.bytes >= maxPendingLogBytes && !r.closed {
+	for r.bytes >= r.maxPending && !r.closed {
 		r.cond.Wait()
 	}
 	r.out[w.i].Write(p)

@@ -40,11 +40,34 @@ func TestLowUnitsIsALowerBound(t *testing.T) {
 // are encoded either way (the encoding maps the output's escapes); decoding
 // them back is most of the work under the race detector, so a test that
 // does not look at them skips it.
+// testSizes are the block size and pending bound of the relays and
+// buffers of the heaviest tests. make test runs them small: the same logic
+// meets as many blocks for a sixteenth of the bytes (copies are slow under
+// the race detector). make test-long runs them at the worker's own sizes.
+type testSizes struct{ block, pending int }
+
+func sizesForTest() testSizes {
+	if testutil.Long() {
+		return testSizes{block: outputBlockSize, pending: maxPendingLogBytes}
+	}
+	return testSizes{block: 64 << 10, pending: 512 << 10}
+}
+
+// relay gives r these sizes; call it before the first write.
+func (z testSizes) relay(r *Relay) *Relay {
+	r.maxPending = z.pending
+	for i := range r.out {
+		r.out[i].blockSize = z.block
+	}
+	return r
+}
+
+// relayOutput relays data through a relay of sizesForTest.
 func relayOutput(t *testing.T, limit int64, data []byte, decode bool) (*Relay, string) {
 	t.Helper()
 	var mu sync.Mutex
 	var streamed strings.Builder
-	r := NewRelay(Limits{Result: limit}, func(params any) error {
+	r := sizesForTest().relay(NewRelay(Limits{Result: limit}, func(params any) error {
 		if !decode {
 			return params.(*logChunk).WriteJSON(io.Discard)
 		}
@@ -60,7 +83,7 @@ func relayOutput(t *testing.T, limit int64, data []byte, decode bool) (*Relay, s
 		defer mu.Unlock()
 		streamed.WriteString(got.Chunk)
 		return nil
-	})
+	}))
 	w := r.Stream(0)
 	for p := data; len(p) > 0; {
 		n := min(len(p), 64<<10)
@@ -81,14 +104,12 @@ func decodeAsResult(t *testing.T, p []byte) string {
 
 func TestTrimMiddleHoldsWhatTheResultCanCarry(t *testing.T) {
 	t.Parallel()
+	z := sizesForTest()
 	// A limit of a few blocks, so that what is kept at each end matters.
-	const limit = 4 << 20
+	limit := int64(4 * z.block)
 	// Outputs well past what a trimmed relay may hold (the limit, a few
-	// blocks and a batch in flight): more of it in make test-long.
-	big := 24 << 20
-	if testutil.Long() {
-		big = 32 << 20
-	}
+	// blocks and a batch in flight).
+	big := int(limit) + 6*z.block + z.pending + 6*z.block
 	lines := func(size int) []byte {
 		var b bytes.Buffer
 		for i := 0; b.Len() < size; i++ {
@@ -117,7 +138,7 @@ func TestTrimMiddleHoldsWhatTheResultCanCarry(t *testing.T) {
 		{name: "ill-formed and escaped", data: mixed(big), trimmed: true},
 		// Three bytes a character: more bytes than the limit, fewer
 		// characters, so it fits whole and nothing may be dropped.
-		{name: "wide characters that fit", data: bytes.Repeat([]byte("中文字符"), (3*limit/4)/4), trimmed: false},
+		{name: "wide characters that fit", data: bytes.Repeat([]byte("中文字符"), int(3*limit/4)/4), trimmed: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,7 +159,7 @@ func TestTrimMiddleHoldsWhatTheResultCanCarry(t *testing.T) {
 			if tt.trimmed {
 				// The kept start and end (a few 1 MiB blocks), and the
 				// last batch relayed, at most maxPendingLogBytes.
-				assert.Less(t, held, limit+6*outputBlockSize+maxPendingLogBytes, "held of %d", len(tt.data))
+				assert.Less(t, held, int(limit)+6*z.block+z.pending, "held of %d", len(tt.data))
 			} else {
 				assert.Equal(t, len(tt.data), held)
 			}
@@ -184,23 +205,22 @@ func TestTrimMiddleHoldsWhatTheResultCanCarry(t *testing.T) {
 // middle is let go as it is sent.
 func TestTrimMiddleLetsTheMiddleGo(t *testing.T) {
 	t.Parallel()
-	// Well past what it may hold (a few blocks and a batch in flight): a
-	// third of the full size in make test, as copying is slow under the
-	// race detector.
-	size := 32 << 20
+	// Well past what it may hold (a few blocks and a batch in flight).
+	z := sizesForTest()
+	size := 32 * z.block
 	if testutil.Long() {
-		size = 96 << 20
+		size = 96 * z.block
 	}
 	data := bytes.Repeat([]byte(strings.Repeat("x", 99)+"\n"), size/100)
-	r, _ := relayOutput(t, 1<<20, data, false)
+	r, _ := relayOutput(t, int64(z.block), data, false)
 	require.True(t, r.out[0].holed())
 	held := 0
 	for _, blk := range r.out[0].blocks {
 		held += cap(blk)
 	}
-	// The kept start and end, and the last batch (up to maxPendingLogBytes),
+	// The kept start and end, and the last batch (up to the pending bound),
 	// which the relay's close sends without trimming after it.
-	assert.LessOrEqual(t, held, maxPendingLogBytes+6*outputBlockSize, "the dropped middle is not held")
+	assert.LessOrEqual(t, held, z.pending+6*z.block, "the dropped middle is not held")
 }
 
 // TestTailFromStartsOnACharacter: the hole may end inside a character (the
