@@ -16,6 +16,7 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
+	"github.com/paperclipai/daytona-worker/internal/testutil"
 	"github.com/paperclipai/daytona-worker/protocol"
 	"github.com/paperclipai/daytona-worker/rpc"
 )
@@ -133,4 +134,67 @@ func TestAcquireFailingAfterCreateDeletesThroughATransientFailure(t *testing.T) 
 	assert.Equal(t, 2, env.Server.Requests()["DELETE /api/sandbox/{idOrName}"], "the delete was tried again")
 	assert.Eventually(t, func() bool { return len(env.Server.Sandboxes()) == 0 }, 30*time.Second, 20*time.Millisecond,
 		"the sandbox is still there: %+v", env.Server.Sandboxes())
+}
+
+// A caller's deadline becomes a Daytona TTL in whole minutes, rounded down
+// so the sandbox goes at or before it, and the lease carries the destroy
+// time Daytona reports; a deadline less than a minute away, or none that
+// parses, sets no TTL and answers expiresAt null (the host then fails
+// closed).
+func TestAcquireTurnsTheRequestedExpiryIntoATTL(t *testing.T) {
+	t.Parallel()
+	clock := testutil.NewClock(time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC))
+	env := emulatortest.Start(t, emulator.Options{Clock: clock.Now})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop(), Now: clock.Now})
+	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	base := fmt.Sprintf(`"driverKey":"daytona","companyId":"c","environmentId":"e","runId":"r","config":{"apiKey":%q,"apiUrl":%q,"timeoutMs":60000}`, env.APIKey, env.APIURL)
+	in := func(d time.Duration) string { return `"` + clock.Now().Add(d).Format(time.RFC3339Nano) + `"` }
+	tests := []struct {
+		name      string
+		requested string // the requestedExpiresAt member's JSON; "" leaves it out
+		ttl       time.Duration
+	}{
+		{name: "two hours and a half minute ahead", requested: in(2*time.Hour + 30*time.Second), ttl: 2 * time.Hour},
+		{name: "a minute ahead", requested: in(time.Minute), ttl: time.Minute},
+		{name: "under a minute ahead", requested: in(59 * time.Second)},
+		{name: "past", requested: in(-time.Hour)},
+		{name: "not a date", requested: `"soon"`},
+		{name: "false", requested: `false`},
+		{name: "none"},
+	}
+	for _, tt := range tests {
+		params := `{` + base
+		if tt.requested != "" {
+			params += `,"requestedExpiresAt":` + tt.requested
+		}
+		const ttlRoute = "POST /api/sandbox/{idOrName}/ttl/{interval}"
+		ttls := env.Server.Requests()[ttlRoute]
+		res, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentAcquireLease, params+`}`))
+		require.NoError(t, err, tt.name)
+		if tt.ttl == 0 {
+			assert.Equal(t, ttls, env.Server.Requests()[ttlRoute], "%s: a TTL was asked for", tt.name)
+		}
+		b, err := json.Marshal(res)
+		require.NoError(t, err)
+		var got struct {
+			ProviderLeaseID string
+			ExpiresAt       *string
+		}
+		require.NoError(t, json.Unmarshal(b, &got))
+		assert.Contains(t, string(b), `"expiresAt":`, "%s: acquire always answers expiresAt", tt.name)
+		v, ok := env.Server.Sandbox(got.ProviderLeaseID)
+		require.True(t, ok)
+		if tt.ttl == 0 {
+			assert.Nil(t, got.ExpiresAt, tt.name)
+			assert.Nil(t, v.AutoDestroyAt, "%s: a TTL was set", tt.name)
+			continue
+		}
+		want := clock.Now().Add(tt.ttl)
+		require.NotNil(t, v.AutoDestroyAt, "%s: no TTL", tt.name)
+		assert.True(t, want.Equal(*v.AutoDestroyAt), "%s: Daytona destroys it at %v, not %v", tt.name, *v.AutoDestroyAt, want)
+		require.NotNil(t, got.ExpiresAt, tt.name)
+		at, err := time.Parse(time.RFC3339Nano, *got.ExpiresAt)
+		require.NoError(t, err)
+		assert.True(t, want.Equal(at), "%s: the lease expires at %v, not %v", tt.name, at, want)
+	}
 }
