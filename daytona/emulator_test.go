@@ -64,6 +64,21 @@ func (s *sleepRecorder) Sleeps() []time.Duration {
 	return slices.Clone(s.sleeps)
 }
 
+// emulatorTime is a Clock on the time of an emulator whose delays run on
+// its clock (Options.ClockTimers) and whose clock stands still: a sleep moves
+// the emulator's clock instead of waiting, so what a wait polls for falls
+// due as the client sleeps, and nothing changes between two requests sent
+// without a sleep.
+type emulatorTime struct {
+	sleepRecorder
+	srv *emulator.Server
+}
+
+func (c *emulatorTime) Sleep(ctx context.Context, d time.Duration) error {
+	c.srv.AdvanceClock(d)
+	return c.sleepRecorder.Sleep(ctx, d)
+}
+
 type env struct {
 	*emulatortest.Env
 	c     *daytona.Client
@@ -195,10 +210,13 @@ func TestEmulatorCreateFromImage(t *testing.T) {
 
 func TestEmulatorTypedErrors(t *testing.T) {
 	t.Parallel()
-	// Steps long enough that a start sent right after a stop still finds
-	// the sandbox stopping on a loaded machine, waited for in real time.
-	e := startEnv(t, emulator.Options{StepDelay: 2 * time.Second, ReturnTransitional: true},
-		func(c *daytona.Config) { c.Clock = nil })
+	// The steps run on the emulator's clock, which only the client's sleeps
+	// move: a start sent right after a stop finds the sandbox stopping.
+	still := time.Now()
+	clock := &emulatorTime{}
+	e := startEnv(t, emulator.Options{StepDelay: 2 * time.Second, ReturnTransitional: true, ClockTimers: true, Clock: func() time.Time { return still }},
+		func(c *daytona.Config) { c.Clock = clock })
+	clock.srv = e.Server
 	ctx := t.Context()
 	sb, tb := e.create(t, daytona.CreateParams{Name: "dup"})
 

@@ -178,9 +178,12 @@ func TestExecuteKeepsFollowingTheSilentStreamOfARunningCommand(t *testing.T) {
 // worker re-reads it on its retry schedule instead of reporting null.
 func TestExecuteRetriesAnExitCodeThatComesLate(t *testing.T) {
 	t.Parallel()
+	// The exit code is held back on the emulator's clock, which stands still
+	// until the worker has found it missing and read it again.
 	const delay = 3 * time.Second
-	env := emulatortest.Start(t, emulator.Options{})
-	retries := make([]time.Duration, 80) // 8 s in all: well past the delay
+	still := time.Now()
+	env := emulatortest.Start(t, emulator.Options{StepDelay: emulator.Synchronous, ClockTimers: true, Clock: func() time.Time { return still }})
+	retries := make([]time.Duration, 80) // 8 s in all: time enough for the test to publish it
 	for i := range retries {
 		retries[i] = 100 * time.Millisecond
 	}
@@ -189,14 +192,18 @@ func TestExecuteRetriesAnExitCodeThatComesLate(t *testing.T) {
 	env.Server.AddFault(emulator.Fault{Path: `/exec$`, ExitCodeDelay: delay, Times: 1})
 
 	rec := env.Server.Record()
-	start := time.Now()
+	published := env.AdvanceWhen(t, func() bool { return rec.Count(routeGetCommand, l.id) >= 2 }, delay)
 	r := executeResult(t, l, `"command":"sh","args":["-c","echo done; exit 3"]`)
 	rec.Stop()
 	assert.Empty(t, env.Server.Faults(), "the delayed command was never dispatched")
 	assert.Equal(t, 3, exitCodeOf(r), "the exit code that came late")
 	assert.Equal(t, "done\n", r.Stdout)
 	assert.False(t, r.TimedOut)
-	assert.GreaterOrEqual(t, time.Since(start), delay, "the result waited for the exit code")
+	select {
+	case <-published:
+	default:
+		t.Error("the result did not wait for the exit code")
+	}
 	assert.Greater(t, rec.Count(routeGetCommand, l.id), 1, "the exit code was read more than once")
 	assert.Equal(t, 1, rec.Count(routeCommandLogs, l.id), "the stream closed by itself; no poll")
 

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -49,13 +51,16 @@ func TestTimeoutSparesTheOtherCommandsOfItsSession(t *testing.T) {
 	first := leaseSessionID(w)
 	require.NotEmpty(t, first)
 
+	// The long command runs until the test has seen the short one time out
+	// and the next one run.
+	flag := filepath.Join(t.TempDir(), "done")
 	var wg sync.WaitGroup
 	var longRes any
 	var longErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		longRes, longErr = l.execute(ctx, `"command":"sh","args":["-c","sleep 2; echo agent-done"],"timeoutMs":60000`)
+		longRes, longErr = l.execute(ctx, `"command":"sh","args":["-c","while [ ! -e '`+flag+`' ]; do sleep 0.02; done; echo agent-done"],"timeoutMs":60000`)
 	}()
 	require.Eventually(t, func() bool { return env.Server.Requests()[routeSessionExec] == 2 }, time.Minute, 5*time.Millisecond,
 		"the long command is dispatched")
@@ -70,6 +75,7 @@ func TestTimeoutSparesTheOtherCommandsOfItsSession(t *testing.T) {
 	assert.Contains(t, resultJSON(t, next), `"stdout":"next\n"`)
 	assert.NotEqual(t, first, leaseSessionID(w), "a command after the timeout runs in a fresh session")
 
+	require.NoError(t, os.WriteFile(flag, nil, 0o644))
 	wg.Wait()
 	require.NoError(t, longErr, "the long command of the same session")
 	got := resultJSON(t, longRes)

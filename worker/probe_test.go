@@ -22,11 +22,16 @@ import (
 // cannot find it, and the sandbox stays until auto-delete.)
 func TestProbeWhoseCreateTimesOutIsCleanedUpByName(t *testing.T) {
 	t.Parallel()
-	// The create answers only once the sandbox has started, 1.5 s later:
-	// past the probe's 1 s budget.
-	env := emulatortest.Start(t, emulator.Options{StepDelay: 1500 * time.Millisecond})
+	// The create answers only once the sandbox has started, and its steps
+	// run on the emulator's clock, which stands still until the worker, its
+	// 1 s budget spent, has given up on the create (it sent anything else).
+	const step = 1500 * time.Millisecond
+	still := time.Now()
+	env := emulatortest.Start(t, emulator.Options{StepDelay: step, ClockTimers: true, Clock: func() time.Time { return still }})
 	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
+	rec := env.Server.Record()
+	env.AdvanceWhen(t, func() bool { return len(rec.Requests()) > 1 }, step)
 	params := fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","config":{"apiKey":%q,"apiUrl":%q,"timeoutMs":1000}}`, env.APIKey, env.APIURL)
 	res, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentProbe, params))
 	require.NoError(t, err)
@@ -35,6 +40,7 @@ func TestProbeWhoseCreateTimesOutIsCleanedUpByName(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &got))
 	assert.False(t, got.OK)
 	assert.Equal(t, "Failed to create and start sandbox within 1 seconds. Operation timed out.", got.Metadata["error"])
+	env.Server.AdvanceClock(step) // a deletion takes a step
 	assert.Eventually(t, func() bool { return len(env.Server.Sandboxes()) == 0 }, 30*time.Second, 50*time.Millisecond,
 		"the probe's sandbox is still there: %+v", env.Server.Sandboxes())
 }

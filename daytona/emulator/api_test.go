@@ -284,35 +284,52 @@ func TestTransitions(t *testing.T) {
 		assert.Equal(t, 409, c.api("DELETE", "/sandbox/"+id, nil).status)
 		assert.Equal(t, 400, c.tb(id, "GET", "/work-dir", nil).status, "toolbox unreachable while creating")
 	})
-	t.Run("real steps", func(t *testing.T) {
+	t.Run("steps on the emulator's clock", func(t *testing.T) {
 		t.Parallel()
-		// Each transitional state must still hold when the reply (and, for
-		// destroying, a second request) comes back: steps long enough for a
-		// stalled handler on a loaded machine.
-		_, c := start(t, emulator.Options{StepDelay: 400 * time.Millisecond, ReturnTransitional: true})
+		// Each step lasts a second of a clock that stands still until the
+		// test moves it: every transitional state holds until then (when
+		// the reply comes back, and for destroying a second request), and
+		// ends right then.
+		const step = time.Second
+		still := time.Now()
+		env, c := start(t, emulator.Options{StepDelay: step, ReturnTransitional: true, ClockTimers: true, Clock: func() time.Time { return still }})
+		state := func(id string) any {
+			r := c.api("GET", "/sandbox/"+id, nil)
+			if r.status == http.StatusNotFound {
+				return "gone"
+			}
+			return r.obj(t)["state"]
+		}
+		next := func(id, during, after string) {
+			t.Helper()
+			env.Server.AdvanceClock(step - time.Nanosecond)
+			assert.Equal(t, during, state(id), "a moment before the step ends")
+			env.Server.AdvanceClock(time.Nanosecond)
+			assert.Equal(t, after, state(id), "when the step ends")
+		}
 		r := c.api("POST", "/sandbox", map[string]any{})
 		sb := r.obj(t)
 		id := sb["id"].(string)
 		assert.Equal(t, "creating", sb["state"])
-		c.waitState(id, "started")
+		next(id, "creating", "started")
 		r = c.api("POST", "/sandbox/"+id+"/stop", nil)
 		assert.Equal(t, "stopping", r.obj(t)["state"])
-		c.waitState(id, "stopped")
+		next(id, "stopping", "stopped")
 		r = c.api("POST", "/sandbox/"+id+"/start", nil)
 		assert.Equal(t, "starting", r.obj(t)["state"])
-		c.waitState(id, "started")
+		next(id, "starting", "started")
 		c.api("POST", "/sandbox/"+id+"/stop", nil)
-		c.waitState(id, "stopped")
+		next(id, "stopping", "stopped")
 		r = c.api("POST", "/sandbox/"+id+"/archive", nil)
 		assert.Equal(t, "archiving", r.obj(t)["state"])
-		c.waitState(id, "archived")
+		next(id, "archiving", "archived")
 		r = c.api("POST", "/sandbox/"+id+"/start", nil)
 		assert.Equal(t, "restoring", r.obj(t)["state"])
-		c.waitState(id, "started")
+		next(id, "restoring", "started")
 		r = c.api("DELETE", "/sandbox/"+id, nil)
 		assert.Equal(t, "destroying", r.obj(t)["state"])
 		assert.Equal(t, 409, c.api("DELETE", "/sandbox/"+id, nil).status)
-		c.waitState(id, "gone")
+		next(id, "destroying", "gone")
 	})
 	t.Run("server waits for started by default", func(t *testing.T) {
 		t.Parallel()

@@ -1,8 +1,12 @@
 package emulator_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 )
@@ -49,4 +53,41 @@ func BenchmarkCreateDelete(b *testing.B) {
 			b.Fatalf("delete: %d", d.status)
 		}
 	}
+}
+
+// BenchmarkStartClose is what a test pays for an emulator of its own, as
+// emulatortest.Start gives it: the server and its root, an HTTP listener,
+// one request answered, then Close and the listener's close. cpu-ns/op is
+// the process's CPU time (user and system), what a CPU-bound suite pays.
+func BenchmarkStartClose(b *testing.B) {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b.ReportAllocs()
+	before := cpu()
+	for b.Loop() {
+		srv, err := emulator.New(emulator.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts := httptest.NewServer(srv)
+		res, err := ts.Client().Get(ts.URL + "/api/config")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			b.Fatalf("config: %d", res.StatusCode)
+		}
+		if err := srv.Close(); err != nil {
+			b.Fatal(err)
+		}
+		ts.Close()
+	}
+	b.ReportMetric(float64(cpu()-before)/float64(b.N), "cpu-ns/op")
 }

@@ -39,7 +39,9 @@
 // archiving → archived, start from archived → restoring → started, snapshot
 // (of a started or stopped sandbox) → snapshotting → back to its state, and
 // only then the snapshot, active, as the real job handler orders it; delete → destroying → gone (GET 404). Each step
-// lasts Options.StepDelay (archiving lasts Options.ArchiveDelay). Create, start and recover hold the response until
+// lasts Options.StepDelay (archiving lasts Options.ArchiveDelay), in real time
+// or, with Options.ClockTimers, on the emulator's clock, as do ExitCodeDelay
+// faults and /process/execute timeouts. Create, start and recover hold the response until
 // started (≤30 s) like the real controller, unless Options.ReturnTransitional.
 // Stop kills every process (sessions, PTYs, running commands) but keeps files;
 // start brings the sandbox back with its files. A transition in progress makes

@@ -71,6 +71,14 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, sb *sandb
 	cmd.Stdout, cmd.Stderr = pw, pw
 	s.mu.Lock()
 	cmd.Env = s.processEnvLocked(sb, req.Envs)
+	// The timeout runs from before the start, so a clock moved once the
+	// command has shown signs of life cannot miss it.
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		due, stop := s.timerLocked(time.Duration(req.Timeout) * time.Second)
+		defer stop()
+		timeout = due
+	}
 	p, err := s.startProcLocked(sb, cmd, nil, false)
 	s.mu.Unlock()
 	pw.Close()
@@ -102,12 +110,6 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request, sb *sandb
 		s.toolboxError(w, r, http.StatusRequestTimeout, "request timeout: command execution timeout")
 	}
 
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(time.Duration(req.Timeout) * time.Second)
-		defer t.Stop()
-		timeout = t.C
-	}
 	select {
 	case <-p.exited:
 		// The shell is done; its output pipe closes once every child that

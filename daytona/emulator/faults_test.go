@@ -145,55 +145,74 @@ func TestFaults(t *testing.T) {
 		assert.Empty(t, env.Server.Faults())
 	})
 
-	t.Run("exit code published after a delay", func(t *testing.T) {
-		t.Parallel()
-		const delay = 3 * time.Second
-		env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
-		id := c.create(nil)["id"].(string)
-		require.Equal(t, 201, c.tb(id, "POST", "/process/session", map[string]any{"sessionId": "s"}).status)
-		env.Server.AddFault(emulator.Fault{Path: `/exec$`, ExitCodeDelay: delay, Times: 1})
-		dispatched := time.Now()
-		status, out := c.sessionExec(id, "s", "echo done; (exit 3)", true)
-		require.Equal(t, 202, status)
-
-		// The followed log ends normally once the output is complete...
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		conn, _, err := c.dial(ctx, c.wsURL(id, "/process/session/s/command/"+out.CmdID+"/logs?follow=true"))
-		require.NoError(t, err)
-		defer conn.CloseNow()
-		var d demuxer
-		for {
-			_, b, err := conn.Read(ctx)
-			if err != nil {
-				assert.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(err), "%v", err)
-				break
+	for _, tc := range []struct {
+		name  string
+		clock bool // Options.ClockTimers, on a clock that stands still
+	}{{"exit code published after a delay", false}, {"exit code published after a delay on the emulator's clock", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opts := emulator.Options{StepDelay: emulator.Synchronous}
+			// In real time, long enough for the first read to come before it
+			// unless the machine stalls.
+			delay := 500 * time.Millisecond
+			if tc.clock {
+				still := time.Now()
+				opts.ClockTimers, opts.Clock, delay = true, func() time.Time { return still }, time.Minute
 			}
-			d.write(b)
-		}
-		assert.Equal(t, "done\n", d.stdout.String())
+			env, c := start(t, opts)
+			id := c.create(nil)["id"].(string)
+			require.Equal(t, 201, c.tb(id, "POST", "/process/session", map[string]any{"sessionId": "s"}).status)
+			env.Server.AddFault(emulator.Fault{Path: `/exec$`, ExitCodeDelay: delay, Times: 1})
+			dispatched := time.Now()
+			status, out := c.sessionExec(id, "s", "echo done; (exit 3)", true)
+			require.Equal(t, 202, status)
 
-		// ...while the exit code is not there yet (it cannot be before the
-		// delay has passed since the dispatch)...
-		cmd := func() map[string]any {
-			return c.tb(id, "GET", "/process/session/s/command/"+out.CmdID, nil).obj(t)
-		}
-		first := cmd()
-		if elapsed := time.Since(dispatched); elapsed < delay {
-			assert.Nil(t, first["exitCode"], "the exit code showed %s after the dispatch", elapsed)
-		} else {
-			t.Logf("the machine stalled for %s: the early read is not checked", elapsed)
-		}
-		// ...and it shows up after the delay.
-		require.Eventually(t, func() bool { return cmd()["exitCode"] != nil }, 30*time.Second, 50*time.Millisecond)
-		assert.EqualValues(t, 3, cmd()["exitCode"])
-		assert.GreaterOrEqual(t, time.Since(dispatched), delay)
+			// The followed log ends normally once the output is complete...
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			conn, _, err := c.dial(ctx, c.wsURL(id, "/process/session/s/command/"+out.CmdID+"/logs?follow=true"))
+			require.NoError(t, err)
+			defer conn.CloseNow()
+			var d demuxer
+			for {
+				_, b, err := conn.Read(ctx)
+				if err != nil {
+					assert.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(err), "%v", err)
+					break
+				}
+				d.write(b)
+			}
+			assert.Equal(t, "done\n", d.stdout.String())
 
-		// Later commands are not delayed (the fault hit once).
-		_, again := c.sessionExec(id, "s", "(exit 4)", false)
-		require.NotNil(t, again.ExitCode)
-		assert.Equal(t, 4, *again.ExitCode)
-	})
+			// ...while the exit code is not there yet (it cannot be before the
+			// delay has passed since the dispatch)...
+			cmd := func() map[string]any {
+				return c.tb(id, "GET", "/process/session/s/command/"+out.CmdID, nil).obj(t)
+			}
+			first := cmd()
+			if elapsed := time.Since(dispatched); tc.clock || elapsed < delay {
+				assert.Nil(t, first["exitCode"], "the exit code showed %s after the dispatch", elapsed)
+			} else {
+				t.Logf("the machine stalled for %s: the early read is not checked", elapsed)
+			}
+			if tc.clock {
+				env.Server.AdvanceClock(delay - time.Nanosecond)
+				assert.Nil(t, cmd()["exitCode"], "the exit code showed before the delay had passed on the clock")
+				env.Server.AdvanceClock(time.Nanosecond)
+			}
+			// ...and it shows up after the delay.
+			require.Eventually(t, func() bool { return cmd()["exitCode"] != nil }, 30*time.Second, 5*time.Millisecond)
+			assert.EqualValues(t, 3, cmd()["exitCode"])
+			if !tc.clock {
+				assert.GreaterOrEqual(t, time.Since(dispatched), delay)
+			}
+
+			// Later commands are not delayed (the fault hit once).
+			_, again := c.sessionExec(id, "s", "(exit 4)", false)
+			require.NotNil(t, again.ExitCode)
+			assert.Equal(t, 4, *again.ExitCode)
+		})
+	}
 
 	t.Run("connection reset after part of the answer", func(t *testing.T) {
 		t.Parallel()

@@ -48,8 +48,18 @@ type Options struct {
 	ArchiveDelay time.Duration
 
 	// Clock reads the current time for timestamps, TTL, auto-stop, auto-archive
-	// and auto-delete bookkeeping. Nil: time.Now. Step delays always use real time.
+	// and auto-delete bookkeeping. Nil: time.Now. Step delays use real time
+	// unless ClockTimers.
 	Clock func() time.Time
+
+	// ClockTimers measures the emulator's own delays (lifecycle steps,
+	// archiving, ExitCodeDelay faults, a /process/execute timeout) on its
+	// clock (Clock plus AdvanceClock) instead of real time, so a test drives
+	// them: they fall due when that clock passes them, and run where the
+	// lifecycle timers are checked (before every request, every
+	// ReapInterval, on Reap and AdvanceClock). With a Clock that stands
+	// still, nothing happens until the test advances it.
+	ClockTimers bool
 
 	// ReapInterval is how often lifecycle timers (TTL, auto-stop, auto-archive,
 	// auto-delete) are checked in the background. Zero: one second. They are also

@@ -85,12 +85,19 @@ func TestExecute(t *testing.T) {
 
 func TestExecuteTimeoutKillsGroup(t *testing.T) {
 	t.Parallel()
-	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous})
+	// The timeout runs on the emulator's clock, which stands still until the
+	// background job is running; then it moves past the timeout.
+	still := time.Now()
+	env, c := start(t, emulator.Options{StepDelay: emulator.Synchronous, ClockTimers: true, Clock: func() time.Time { return still }})
 	id := c.create(nil)["id"].(string)
 	pidFile := filepath.Join(env.Server.Sandboxes()[0].HomeDir, "bg.pid")
+	env.AdvanceWhen(t, func() bool {
+		b, err := os.ReadFile(pidFile)
+		return err == nil && strings.HasSuffix(string(b), "\n")
+	}, 3*time.Second)
 	r := c.tb(id, "POST", "/process/execute", map[string]any{
 		"command": "sleep 300 & echo $! > " + pidFile + "; sleep 300",
-		"timeout": 3, // time for bash to start and write the pid file on a loaded machine
+		"timeout": 3,
 	})
 	require.Equal(t, http.StatusRequestTimeout, r.status, "%s", r.body)
 	body := r.obj(t)

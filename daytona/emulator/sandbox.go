@@ -177,30 +177,6 @@ func (s *Server) afterStepLocked(fn func()) {
 	s.afterLocked(s.opts.stepDelay(), fn)
 }
 
-// afterLocked runs fn with s.mu held after d (at once when d <= 0), unless
-// the server closes first. s.mu must be held.
-func (s *Server) afterLocked(d time.Duration, fn func()) {
-	if d <= 0 {
-		fn()
-		return
-	}
-	s.goLocked(func() {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-s.ctx.Done():
-			return
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed {
-			return
-		}
-		fn()
-	})
-}
-
 // findLocked resolves an ID or, failing that, a live name.
 func (s *Server) findLocked(idOrName string) *sandbox {
 	if sb := s.sandboxes[idOrName]; sb != nil && !sb.removed {
@@ -327,14 +303,17 @@ func (s *Server) stopBehindBackLocked(sb *sandbox) {
 }
 
 // Reap runs the lifecycle timers now (they also run before every request and
-// every Options.ReapInterval).
+// every Options.ReapInterval), after the delays that Options.ClockTimers puts
+// on the emulator's clock.
 func (s *Server) Reap() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return
 	}
-	s.reapLocked(s.nowLocked())
+	now := s.nowLocked()
+	s.fireTimersLocked(now)
+	s.reapLocked(now)
 }
 
 func (s *Server) reapLoop() {

@@ -49,6 +49,8 @@ type Server struct {
 
 	snapshotFaults []*snapshotFaultEntry
 	procs          map[*proc]struct{} // every live process, across sandboxes
+	timers         map[*clockTimer]struct{}
+	timerSeq       uint64
 
 	// afterPtyConnected, when set (by tests only), runs once a PTY client
 	// has been sent "connected" and before its output starts to flow: the

@@ -298,19 +298,20 @@ func (s *Server) finishCommand(c *sessCmd, code int) {
 	t.Stop()
 	s.mu.Lock()
 	delay := c.exitDelay
+	if s.closed {
+		delay = 0 // nothing is left to wait for it
+	}
 	if delay > 0 {
 		c.ended = true
-		if !s.goLocked(func() {
-			t := time.NewTimer(delay)
-			defer t.Stop()
+		due, stop := s.timerLocked(delay)
+		s.goLocked(func() {
+			defer stop()
 			select {
-			case <-t.C:
+			case <-due:
 			case <-s.ctx.Done():
 			}
 			s.publishExit(c, code)
-		}) {
-			delay = 0 // closed: nothing is left to wait for it
-		}
+		})
 	}
 	s.mu.Unlock()
 	if delay > 0 {

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -48,6 +49,38 @@ func Start(t testing.TB, opts emulator.Options) *Env {
 		key = emulator.DevAPIKey
 	}
 	return &Env{Server: srv, HTTP: ts, APIURL: ts.URL + "/api", APIKey: key}
+}
+
+// AdvanceWhen moves the emulator's clock by d, from a goroutine, as soon as
+// ready reports true (it is polled every few milliseconds). With
+// Options.ClockTimers and a Clock that stands still, the emulator's delays
+// then fall due at the point the test chooses rather than after real time.
+// The channel it returns is closed once the clock has moved; the goroutine
+// gives up when the test ends.
+func (e *Env) AdvanceWhen(t testing.TB, ready func() bool, d time.Duration) <-chan struct{} {
+	t.Helper()
+	moved := make(chan struct{})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for !ready() {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+		e.Server.AdvanceClock(d)
+		close(moved)
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
+	return moved
 }
 
 // ToolboxURL is the toolbox base for a sandbox, as clients derive it from
