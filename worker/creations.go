@@ -15,15 +15,13 @@ import (
 // more, so 7 s leaves the host 2.5 s of its drain for its own latency.
 const ShutdownBound = 7 * time.Second
 
-// Creations in flight at Close get the same grace as the in-flight calls
-// (rpc's ShutdownGrace) to finish on their own; then they are cancelled and
-// delete what they created. Their cleanups end replyMargin before Close's
-// bound, so that an acquire can still answer (with the creation-cleanup
-// envelope when its delete could not finish) before the shutdown reply.
-const (
-	creationGrace = 2 * time.Second
-	replyMargin   = 500 * time.Millisecond
-)
+// Creations in flight at Close get Timing.CreationGrace, by default the same
+// grace as the in-flight calls (rpc's ShutdownGrace), to finish on their own;
+// then they are cancelled and delete what they created. Their cleanups end
+// replyMargin before Close's bound, so that an acquire can still answer (with
+// the creation-cleanup envelope when its delete could not finish) before the
+// shutdown reply.
+const replyMargin = 500 * time.Millisecond
 
 // errShuttingDown is the cause of a creation cancelled by Close.
 var errShuttingDown = errors.New("the Daytona worker is shutting down")
@@ -129,7 +127,7 @@ func (c *creation) end() {
 // cancels the rest, and waits for their cleanups until replyMargin before
 // ctx's deadline (cancelling them then) and at most until that deadline. It
 // returns the creations still unfinished.
-func (cs *creations) close(ctx context.Context) []*creation {
+func (cs *creations) close(ctx context.Context, creationGrace time.Duration) []*creation {
 	cs.mu.Lock()
 	cs.closed = true
 	idle := make(chan struct{})

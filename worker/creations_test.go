@@ -24,7 +24,13 @@ import (
 // envelope before Close returns.
 func TestCloseWaitsForTheCleanupOfSandboxesBeingCreated(t *testing.T) {
 	t.Parallel()
-	const bound = 5 * time.Second
+	// The creation grace is shortened and the emulator's steps wait for the
+	// test to move its clock, so nothing here waits on them in real time.
+	const (
+		bound = time.Second
+		grace = 50 * time.Millisecond
+		step  = 3 * time.Second
+	)
 	type outcome struct {
 		res any
 		err error
@@ -35,17 +41,18 @@ func TestCloseWaitsForTheCleanupOfSandboxesBeingCreated(t *testing.T) {
 		stepDelay time.Duration // creating → started, and destroying → gone
 		stuck     bool          // still creating when Close gives up
 	}{
-		// Still creating at the 2 s creation grace, settled well before the bound.
-		{name: "acquire", method: protocol.MethodEnvironmentAcquireLease, stepDelay: 3 * time.Second},
-		{name: "probe", method: protocol.MethodEnvironmentProbe, stepDelay: 3 * time.Second},
-		{name: "interactive setup", method: protocol.MethodEnvironmentStartInteractiveSetup, stepDelay: 3 * time.Second},
+		// Still creating at the creation grace, settled (once the clock
+		// moves) well before the bound.
+		{name: "acquire", method: protocol.MethodEnvironmentAcquireLease, stepDelay: step},
+		{name: "probe", method: protocol.MethodEnvironmentProbe, stepDelay: step},
+		{name: "interactive setup", method: protocol.MethodEnvironmentStartInteractiveSetup, stepDelay: step},
 		{name: "acquire of a sandbox that never settles", method: protocol.MethodEnvironmentAcquireLease, stepDelay: time.Hour, stuck: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env := emulatortest.Start(t, emulator.Options{StepDelay: tt.stepDelay, ReturnTransitional: true})
-			w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+			env := emulatortest.Start(t, emulator.Options{StepDelay: tt.stepDelay, ReturnTransitional: true, ClockTimers: true})
+			w := New(discardHost{}, Options{Logger: zerolog.Nop(), Timing: Timing{CreationGrace: grace}})
 			params := fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","runId":"r","sessionId":"s",`+
 				`"config":{"apiKey":%q,"apiUrl":%q,"timeoutMs":60000}}`, env.APIKey, env.APIURL)
 			done := make(chan outcome, 1)
@@ -55,6 +62,11 @@ func TestCloseWaitsForTheCleanupOfSandboxesBeingCreated(t *testing.T) {
 			}()
 			require.Eventually(t, func() bool { return len(env.Server.Sandboxes()) == 1 }, 10*time.Second, 10*time.Millisecond)
 
+			if !tt.stuck {
+				// The sandbox settles once Close has given up on the
+				// creation, as a slow one does after the grace.
+				env.AdvanceWhen(t, func() bool { return w.creations.stop.Err() != nil }, tt.stepDelay)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), bound)
 			defer cancel()
 			start := time.Now()
@@ -92,7 +104,8 @@ func TestCloseWaitsForTheCleanupOfSandboxesBeingCreated(t *testing.T) {
 			for _, s := range env.Server.Sandboxes() {
 				assert.Equal(t, "destroyed", s.DesiredState, "sandbox %s (%s) left behind", s.ID, s.State)
 			}
-			assert.Eventually(t, func() bool { return len(env.Server.Sandboxes()) == 0 }, 10*time.Second, 50*time.Millisecond)
+			env.Server.AdvanceClock(tt.stepDelay)
+			assert.Eventually(t, func() bool { return len(env.Server.Sandboxes()) == 0 }, 10*time.Second, 10*time.Millisecond)
 		})
 	}
 }

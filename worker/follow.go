@@ -25,6 +25,10 @@ type Timing struct {
 	// that was not there yet when the log stream closed (Daytona writes it a
 	// moment after). Nil: 50, 100 and 200 ms, as in the plugin.
 	ExitCodeRetries []time.Duration
+	// CreationGrace is how long Close lets the sandbox creations in flight
+	// finish on their own before it cancels them and they delete what they
+	// created. Default 2 s, rpc's ShutdownGrace.
+	CreationGrace time.Duration
 }
 
 // withDefaults fills the zero fields.
@@ -37,6 +41,9 @@ func (t Timing) withDefaults() Timing {
 	}
 	if t.ExitCodeRetries == nil {
 		t.ExitCodeRetries = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+	}
+	if t.CreationGrace <= 0 {
+		t.CreationGrace = 2 * time.Second
 	}
 	return t
 }

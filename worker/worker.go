@@ -54,7 +54,7 @@ type Options struct {
 	// output.DefaultMaxStreamedChars, the host's own. The worker sends no
 	// chunk the host would drop for it (see output.Limits).
 	MaxStreamedChars int64
-	// Timing moves the execute path's internal waits (tests shorten them);
+	// Timing moves the worker's internal waits (tests shorten them);
 	// the zero value keeps the defaults. The staleness of a cached sandbox
 	// handle is measured on Now.
 	Timing Timing
@@ -213,7 +213,7 @@ func (w *Worker) Close(ctx context.Context) error {
 		defer cancel()
 	}
 	left := make(chan []*creation, 1)
-	go func() { left <- w.creations.close(ctx) }()
+	go func() { left <- w.creations.close(ctx, w.timing.CreationGrace) }()
 	// Terminals first: their sockets are the last thing tying the worker to
 	// a sandbox. The handle cache is dropped so a lingering handler cannot
 	// reuse it.
