@@ -29,6 +29,10 @@ type Timing struct {
 	// finish on their own before it cancels them and they delete what they
 	// created. Default 2 s, rpc's ShutdownGrace.
 	CreationGrace time.Duration
+	// ClientRetry is the retry policy of the Daytona clients the worker
+	// builds (retries of reads after 429, 5xx and dropped connections); zero
+	// fields take daytona.DefaultRetryPolicy's values.
+	ClientRetry daytona.RetryPolicy
 }
 
 // withDefaults fills the zero fields.
@@ -44,6 +48,9 @@ func (t Timing) withDefaults() Timing {
 	}
 	if t.CreationGrace <= 0 {
 		t.CreationGrace = 2 * time.Second
+	}
+	if t.ClientRetry == (daytona.RetryPolicy{}) {
+		t.ClientRetry = daytona.DefaultRetryPolicy()
 	}
 	return t
 }

@@ -69,6 +69,7 @@ func (w *Worker) clientFor(cfg config.Driver, key, account string) (*daytona.Cli
 	c, err := daytona.New(daytona.Config{
 		APIKey: key, APIURL: apiURL, Target: target,
 		HTTPClient: w.clients.httpClient, Queue: w.clients.queue, Source: "paperclip-daytona-worker", Log: w.log,
+		Retry: w.timing.ClientRetry,
 	})
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/protocol"
 )
@@ -94,7 +95,10 @@ func TestTeardownWaitsRideOutADaytonaBlip(t *testing.T) {
 			blip := &blipAfter{next: srv, arm: regexp.MustCompile(tc.arm), n: 10}
 			hs := httptest.NewServer(blip)
 			t.Cleanup(func() { _ = srv.Close(); hs.Close() })
-			w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+			// The client's back-off is shortened, not its attempts: the blip
+			// still outlasts one GET's retries.
+			retry := daytona.RetryPolicy{BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond}
+			w := New(discardHost{}, Options{Logger: zerolog.Nop(), Timing: Timing{ClientRetry: retry}})
 			t.Cleanup(func() { _ = w.Close(context.Background()) })
 			l := acquireThroughHandler(t, w, emulator.DevAPIKey, hs.URL+"/api", tc.extra...)
 
