@@ -33,6 +33,14 @@ type Timing struct {
 	// builds (retries of reads after 429, 5xx and dropped connections); zero
 	// fields take daytona.DefaultRetryPolicy's values.
 	ClientRetry daytona.RetryPolicy
+	// SnapshotRecordGrace is how long a finished capture, and a reaper once
+	// the snapshot job has ended, waits for Daytona to record the snapshot:
+	// Daytona restores the sandbox's state a moment before it inserts the
+	// snapshot. Default 3 s.
+	SnapshotRecordGrace time.Duration
+	// ReaperFirstCheck is how long after a capture gives up its reaper first
+	// looks at the snapshot job; the period then grows. Default 1 s.
+	ReaperFirstCheck time.Duration
 }
 
 // withDefaults fills the zero fields.
@@ -51,6 +59,12 @@ func (t Timing) withDefaults() Timing {
 	}
 	if t.ClientRetry == (daytona.RetryPolicy{}) {
 		t.ClientRetry = daytona.DefaultRetryPolicy()
+	}
+	if t.SnapshotRecordGrace <= 0 {
+		t.SnapshotRecordGrace = 3 * time.Second
+	}
+	if t.ReaperFirstCheck <= 0 {
+		t.ReaperFirstCheck = time.Second
 	}
 	return t
 }

@@ -69,8 +69,14 @@ func requestOf(method, params string) *rpc.Request {
 // members may follow, as for acquireThroughHandler.
 func leaseOnEmulator(t *testing.T, opts emulator.Options, extraConfig ...string) (*emulatortest.Env, *Worker, *handlerLease) {
 	t.Helper()
+	return leaseOnEmulatorTiming(t, opts, Timing{}, extraConfig...)
+}
+
+// leaseOnEmulatorTiming is leaseOnEmulator with a worker of the given Timing.
+func leaseOnEmulatorTiming(t *testing.T, opts emulator.Options, timing Timing, extraConfig ...string) (*emulatortest.Env, *Worker, *handlerLease) {
+	t.Helper()
 	env := emulatortest.Start(t, opts)
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop(), Timing: timing})
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	return env, w, acquireThroughHandler(t, w, env.APIKey, env.APIURL, extraConfig...)
 }

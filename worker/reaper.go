@@ -10,9 +10,9 @@ import (
 
 // Reapers finish the cleanup of captures that gave up while Daytona was still
 // snapshotting: the snapshot only appears when the job ends, minutes later
-// perhaps, long after the capture answered the host.
+// perhaps, long after the capture answered the host. The first check comes
+// Timing.ReaperFirstCheck after the capture gave up; the period then grows.
 const (
-	reaperFirstCheck = time.Second
 	reaperMaxPeriod  = 10 * time.Second
 	reaperMaxAge     = time.Hour
 	reaperCheckBound = cleanupGrace
@@ -71,7 +71,7 @@ func (rs *reapers) start(w *Worker, key string, check func(context.Context) bool
 		defer rs.forget(key, r)
 		ctx, cancel := context.WithTimeout(rs.ctx, reaperMaxAge)
 		defer cancel()
-		period := reaperFirstCheck
+		period := w.timing.ReaperFirstCheck
 		for {
 			t := time.NewTimer(period)
 			select {

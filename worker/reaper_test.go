@@ -85,7 +85,7 @@ func TestReaperChecksNeverOverlap(t *testing.T) {
 // A reaper checks on its own in the background until its check reports done.
 func TestReaperChecksInTheBackgroundUntilDone(t *testing.T) {
 	t.Parallel()
-	w := New(discardHost{}, Options{Logger: zerolog.Nop()})
+	w := New(discardHost{}, Options{Logger: zerolog.Nop(), Timing: Timing{ReaperFirstCheck: 10 * time.Millisecond}})
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	const key = "account\x00snap"
 	done := make(chan struct{})
@@ -116,7 +116,7 @@ func TestReapersStopAtClose(t *testing.T) {
 
 	start := time.Now()
 	require.NoError(t, w.Close(context.Background()))
-	assert.Less(t, time.Since(start), reaperFirstCheck, "Close waited for a reaper's check")
+	assert.Less(t, time.Since(start), w.timing.ReaperFirstCheck, "Close waited for a reaper's check")
 	assert.Zero(t, pendingReapers(w, key))
 	assert.Contains(t, logs.String(), "shutting down before the snapshot job of a failed capture ended; a snapshot it records later is left behind")
 	assert.Contains(t, logs.String(), `"key":"late-snapshot"`, "the log names the snapshot, not the account")

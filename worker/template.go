@@ -21,11 +21,9 @@ const (
 	// msgSnapshotTimeout and the failure format are the SDK's createSnapshot
 	// messages, which the plugin passes through.
 	msgSnapshotTimeout = "Sandbox snapshot did not complete within the timeout period"
-	// snapshotRecordGrace is how long a finished capture waits for Daytona to
-	// record the snapshot, even when the budget is spent: Daytona restores
-	// the sandbox's state a moment before it inserts the snapshot.
-	snapshotRecordGrace = 3 * time.Second
-	snapshotRecordPoll  = 100 * time.Millisecond
+	// snapshotRecordPoll is how often a wait for the snapshot's record
+	// (Timing.SnapshotRecordGrace) looks again.
+	snapshotRecordPoll = 100 * time.Millisecond
 )
 
 // sanitizeSnapshotName is the plugin's sanitizeSnapshotName: lower case,
@@ -254,9 +252,10 @@ type capture struct {
 
 // confirm waits until the snapshot is recorded and active: a short grace
 // for it to appear (Daytona records it right after the job ends, or never),
-// and the rest of the budget for one that is recorded but not yet active.
+// even when the budget is spent, and the rest of the budget for one that is
+// recorded but not yet active.
 func (c *capture) confirm(bctx context.Context) error {
-	recordBy := time.Now().Add(snapshotRecordGrace)
+	recordBy := time.Now().Add(c.w.timing.SnapshotRecordGrace)
 	deadline := recordBy
 	if d, ok := bctx.Deadline(); ok && d.After(deadline) {
 		deadline = d
@@ -357,7 +356,7 @@ func (c *capture) reap(ctx context.Context) bool {
 	case sbx.State == daytona.StateSnapshotting:
 		return false
 	}
-	deadline := time.Now().Add(snapshotRecordGrace)
+	deadline := time.Now().Add(c.w.timing.SnapshotRecordGrace)
 	for {
 		if c.deleteIfPresent(ctx) {
 			return true

@@ -40,6 +40,13 @@ func emulatorClient(t *testing.T, env *emulatortest.Env) *daytona.Client {
 	return c
 }
 
+// captureTiming shortens the waits for a snapshot's record and the reaper's
+// first look: the emulator records a snapshot as the sandbox leaves
+// snapshotting, or never, so a longer wait would only be waited out.
+func captureTiming() Timing {
+	return Timing{SnapshotRecordGrace: 100 * time.Millisecond, ReaperFirstCheck: 10 * time.Millisecond}
+}
+
 // A capture answers with a snapshot that exists and is active, and one that
 // fails leaves no snapshot of its own behind, while a snapshot of the same
 // name that existed before it is never touched.
@@ -95,7 +102,7 @@ func TestCaptureTemplateKeepsOnlyWhatItRecorded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			env, w, l := leaseOnEmulator(t, emulator.Options{})
+			env, w, l := leaseOnEmulatorTiming(t, emulator.Options{}, captureTiming())
 			label := tt.label
 			if label == "" {
 				label = sanitizeSnapshotName(&tt.name, "")
@@ -147,7 +154,7 @@ func TestCaptureTemplateKeepsOnlyWhatItRecorded(t *testing.T) {
 // the worker deletes the snapshot it recorded, and a retry captures afresh.
 func TestCaptureThatTimesOutIsCleanedUpWhenTheJobEnds(t *testing.T) {
 	t.Parallel()
-	env, _, l := leaseOnEmulator(t, emulator.Options{})
+	env, _, l := leaseOnEmulatorTiming(t, emulator.Options{}, captureTiming())
 	release := make(chan struct{})
 	env.Server.AddSnapshotFault(emulator.SnapshotFault{Times: 1, Until: release})
 	_, err := l.capture(t.Context(), "slow", 1000)
