@@ -29,7 +29,7 @@ type Timing struct {
 	CreationGrace time.Duration
 	// ClientRetry is the retry policy of the Daytona clients the worker
 	// builds (retries of reads after 429, 5xx and dropped connections); zero
-	// fields take daytona.DefaultRetryPolicy's values.
+	// fields take daytona.DefaultRetryPolicy's values (daytona.New fills them).
 	ClientRetry daytona.RetryPolicy
 	// SnapshotRecordGrace is how long a finished capture, and a reaper once
 	// the snapshot job has ended, waits for Daytona to record the snapshot:
@@ -54,9 +54,6 @@ func (t Timing) withDefaults() Timing {
 	}
 	if t.CreationGrace <= 0 {
 		t.CreationGrace = 2 * time.Second
-	}
-	if t.ClientRetry == (daytona.RetryPolicy{}) {
-		t.ClientRetry = daytona.DefaultRetryPolicy()
 	}
 	if t.SnapshotRecordGrace <= 0 {
 		t.SnapshotRecordGrace = 3 * time.Second
