@@ -34,12 +34,6 @@ func TestLowUnitsIsALowerBound(t *testing.T) {
 	}
 }
 
-// relayOutput sends data through a relay whose result is limited to limit
-// units, 64 KiB at a time, and returns the relay (closed) and, when decode
-// is set, what its execute.log notifications carried. The notifications
-// are encoded either way (the encoding maps the output's escapes); decoding
-// them back is most of the work under the race detector, so a test that
-// does not look at them skips it.
 // testSizes are the block size and pending bound of the relays and
 // buffers of the heaviest tests. make test runs them small: the same logic
 // meets as many blocks for a sixteenth of the bytes (copies are slow under
@@ -62,7 +56,12 @@ func (z testSizes) relay(r *Relay) *Relay {
 	return r
 }
 
-// relayOutput relays data through a relay of sizesForTest.
+// relayOutput sends data through a relay of sizesForTest whose result is
+// limited to limit units, 64 KiB at a time, and returns the relay (closed)
+// and, when decode is set, what its execute.log notifications carried. The
+// notifications are encoded either way (the encoding maps the output's
+// escapes); decoding them back is most of the work under the race
+// detector, so a test that does not look at them skips it.
 func relayOutput(t *testing.T, limit int64, data []byte, decode bool) (*Relay, string) {
 	t.Helper()
 	var mu sync.Mutex
