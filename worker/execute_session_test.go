@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 )
 
@@ -136,8 +135,7 @@ func TestDispatchIntoAVanishedSessionOpensAFreshOne(t *testing.T) {
 	gone := leaseSessionID(w)
 	require.NotEmpty(t, gone)
 
-	client, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
-	require.NoError(t, err)
+	client := emulatorClient(t, env)
 	sbx, err := client.Get(ctx, l.id)
 	require.NoError(t, err)
 	require.NoError(t, client.Toolbox(sbx).DeleteSession(ctx, gone))

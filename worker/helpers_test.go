@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/require"
 
+	"github.com/paperclipai/daytona-worker/daytona"
 	"github.com/paperclipai/daytona-worker/daytona/emulator"
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 	"github.com/paperclipai/daytona-worker/rpc"
@@ -79,4 +81,13 @@ func leaseOnEmulatorTiming(t *testing.T, opts emulator.Options, timing Timing, e
 	w := New(discardHost{}, Options{Logger: zerolog.Nop(), Timing: timing})
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	return env, w, acquireThroughHandler(t, w, env.APIKey, env.APIURL, extraConfig...)
+}
+
+// emulatorClient is a Daytona client of the emulator's account, for looking
+// behind the worker's back.
+func emulatorClient(t *testing.T, env *emulatortest.Env) *daytona.Client {
+	t.Helper()
+	c, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
+	require.NoError(t, err)
+	return c
 }

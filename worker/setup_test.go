@@ -235,8 +235,7 @@ func TestSetupPollWaitsOutASnapshot(t *testing.T) {
 
 	release := make(chan struct{})
 	env.Server.AddSnapshotFault(emulator.SnapshotFault{Until: release})
-	client, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
-	require.NoError(t, err)
+	client := emulatorClient(t, env)
 	_, err = client.CreateSnapshotFromSandbox(t.Context(), id, "captured-meanwhile")
 	require.NoError(t, err)
 

@@ -23,9 +23,8 @@ const (
 // other than the worker would.
 func deleteBehindBack(t *testing.T, env *emulatortest.Env, id string) {
 	t.Helper()
-	client, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
-	require.NoError(t, err)
-	_, err = client.Delete(t.Context(), id)
+	client := emulatorClient(t, env)
+	_, err := client.Delete(t.Context(), id)
 	require.NoError(t, err)
 }
 

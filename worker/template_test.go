@@ -31,15 +31,6 @@ func (l *handlerLease) deleteTemplate(ctx context.Context, ref string, extra str
 		fmt.Sprintf(`{%s,"templateRef":%q%s}`, l.base, ref, extra)))
 }
 
-// emulatorClient is a Daytona client of the emulator's account, for looking
-// behind the worker's back.
-func emulatorClient(t *testing.T, env *emulatortest.Env) *daytona.Client {
-	t.Helper()
-	c, err := daytona.New(daytona.Config{APIKey: env.APIKey, APIURL: env.APIURL})
-	require.NoError(t, err)
-	return c
-}
-
 // captureTiming shortens the waits for a snapshot's record and the reaper's
 // first look: the emulator records a snapshot as the sandbox leaves
 // snapshotting, or never, so a longer wait would only be waited out.
