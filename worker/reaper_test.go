@@ -62,8 +62,7 @@ func TestReaperChecksNeverOverlap(t *testing.T) {
 	w.reapers.start(w, key, func(context.Context) bool {
 		n := running.Add(1)
 		defer running.Add(-1)
-		if n > most.Load() {
-			most.Store(n)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
 		time.Sleep(20 * time.Millisecond) // a window for the other settles to try
 		calls.Add(1)
