@@ -18,7 +18,6 @@ import (
 	"github.com/paperclipai/daytona-worker/daytona/emulator/emulatortest"
 	"github.com/paperclipai/daytona-worker/internal/testutil"
 	"github.com/paperclipai/daytona-worker/protocol"
-	"github.com/paperclipai/daytona-worker/rpc"
 )
 
 // closedAddress is a loopback address nothing listens on.
@@ -53,7 +52,7 @@ func TestAcquireReportsNoCleanupWhenNothingWasSent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			params := `{"driverKey":"daytona","companyId":"c","environmentId":"e","runId":"r","config":` + tc.config + `}`
-			_, err := w.Handle(t.Context(), &rpc.Request{Method: protocol.MethodEnvironmentAcquireLease, Params: json.RawMessage(params)})
+			_, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentAcquireLease, params))
 			require.Error(t, err)
 			assert.Equal(t, tc.message, err.Error())
 			var envelope *protocol.CreationCleanupError
@@ -75,7 +74,7 @@ func TestAcquireWithAKeyHoldingALineBreak(t *testing.T) {
 	acquire := func(key string) (any, error) {
 		k, _ := json.Marshal(key)
 		params := fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","runId":"r","config":{"apiKey":%s,"apiUrl":%q}}`, k, env.APIURL)
-		return w.Handle(t.Context(), &rpc.Request{Method: protocol.MethodEnvironmentAcquireLease, Params: json.RawMessage(params)})
+		return w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentAcquireLease, params))
 	}
 	_, err := acquire("abc\r\nxyz")
 	require.Error(t, err)
@@ -87,8 +86,8 @@ func TestAcquireWithAKeyHoldingALineBreak(t *testing.T) {
 	res, err := acquire("abc\u0007def")
 	require.NoError(t, err)
 	id := *res.(leaseResult).ProviderLeaseID
-	_, err = w.Handle(t.Context(), &rpc.Request{Method: protocol.MethodEnvironmentDestroyLease, Params: json.RawMessage(
-		fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","providerLeaseId":%q,"config":{"apiKey":"abc\u0007def","apiUrl":%q}}`, id, env.APIURL))})
+	_, err = w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentDestroyLease,
+		fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","providerLeaseId":%q,"config":{"apiKey":"abc\u0007def","apiUrl":%q}}`, id, env.APIURL)))
 	require.NoError(t, err)
 }
 
@@ -127,7 +126,7 @@ func TestAcquireFailingAfterCreateDeletesThroughATransientFailure(t *testing.T) 
 	env.Server.AddFault(emulator.Fault{Path: `/work-dir$|/user-home-dir$`, Status: 500})
 	env.Server.AddFault(emulator.Fault{Method: "DELETE", Path: `^/api/sandbox/`, Status: 503, Times: 1})
 	params := fmt.Sprintf(`{"driverKey":"daytona","companyId":"c","environmentId":"e","runId":"r","config":{"apiKey":%q,"apiUrl":%q}}`, env.APIKey, env.APIURL)
-	_, err := w.Handle(t.Context(), &rpc.Request{Method: protocol.MethodEnvironmentAcquireLease, Params: json.RawMessage(params)})
+	_, err := w.Handle(t.Context(), requestOf(protocol.MethodEnvironmentAcquireLease, params))
 	require.Error(t, err)
 	var envelope *protocol.CreationCleanupError
 	assert.False(t, errors.As(err, &envelope), "a creation-cleanup envelope: %v", err)

@@ -45,7 +45,7 @@ func TestSerialKeyOrdersOneRoutesWritesAndOneSessionsInput(t *testing.T) {
 		{"loginPtyStop", `{"workerSessionId":"pty-1"}`, ""},
 		{"health", `{}`, ""},
 	} {
-		got := w.SerialKey(&rpc.Request{Method: tt.method, Params: json.RawMessage(tt.params)})
+		got := w.SerialKey(requestOf(tt.method, tt.params))
 		assert.Equal(t, tt.want, got, "%s %s", tt.method, tt.params)
 	}
 }
