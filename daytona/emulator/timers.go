@@ -45,8 +45,8 @@ func (s *Server) afterLocked(d time.Duration, fn func()) {
 
 // timerLocked returns a channel that receives once d has passed, on real
 // time or, with Options.ClockTimers, on the emulator's clock, and a stop
-// that releases it (callable without s.mu). s.mu must be held, so a clock
-// that moves right after cannot miss the timer.
+// that releases it (call it without s.mu: it may take it). s.mu must be
+// held, so a clock that moves right after cannot miss the timer.
 func (s *Server) timerLocked(d time.Duration) (<-chan time.Time, func()) {
 	if !s.opts.ClockTimers {
 		t := time.NewTimer(d)
