@@ -1,8 +1,6 @@
 package main
 
 import (
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/paperclipai/daytona-worker/internal/scenario"
@@ -11,10 +9,9 @@ import (
 // TestProtocolTranscripts replays the transcripts that need no Daytona.
 func TestProtocolTranscripts(t *testing.T) {
 	for _, name := range []string{"lifecycle", "framing", "sigterm", "sigint", "eof", "invocation-id", "validate-config"} {
-		path := filepath.Join("..", "..", "testdata", "transcripts", name+".scenario")
-		t.Run(strings.TrimSuffix(name, ".scenario"), func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			playTranscript(t, path, scenario.Vars{}, nil)
+			playTranscript(t, transcriptPath(name), scenario.Vars{}, nil)
 		})
 	}
 }

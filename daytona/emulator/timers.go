@@ -45,8 +45,8 @@ func (s *Server) afterLocked(d time.Duration, fn func()) {
 
 // timerLocked returns a channel that receives once d has passed, on real
 // time or, with Options.ClockTimers, on the emulator's clock, and a stop
-// that releases it (callable without s.mu). s.mu must be held, so a clock
-// that moves right after cannot miss the timer.
+// that releases it (call it without s.mu: it may take it). s.mu must be
+// held, so a clock that moves right after cannot miss the timer.
 func (s *Server) timerLocked(d time.Duration) (<-chan time.Time, func()) {
 	if !s.opts.ClockTimers {
 		t := time.NewTimer(d)
@@ -71,27 +71,22 @@ func (s *Server) addTimerLocked(d time.Duration, fire func()) *clockTimer {
 	return ct
 }
 
-// fireTimersLocked fires, in order, every clock timer due at now,
-// including those that firing schedules.
+// fireTimersLocked fires, in order, every clock timer due at now. What
+// firing schedules is due after now (a delay is added to the clock, which
+// does not go back), so it waits for a later check.
 func (s *Server) fireTimersLocked(now time.Time) {
-	for {
-		var due []*clockTimer
-		for ct := range s.timers {
-			if !ct.at.After(now) {
-				due = append(due, ct)
-			}
+	var due []*clockTimer
+	for ct := range s.timers {
+		if !ct.at.After(now) {
+			due = append(due, ct)
 		}
-		if len(due) == 0 {
-			return
-		}
-		slices.SortFunc(due, func(a, b *clockTimer) int {
-			return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.seq, b.seq))
-		})
-		for _, ct := range due {
-			if _, ok := s.timers[ct]; ok { // an earlier one may have stopped it
-				delete(s.timers, ct)
-				ct.fire()
-			}
-		}
+	}
+	slices.SortFunc(due, func(a, b *clockTimer) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.seq, b.seq))
+	})
+	// None can stop another: stopping takes s.mu, held here throughout.
+	for _, ct := range due {
+		delete(s.timers, ct)
+		ct.fire()
 	}
 }
