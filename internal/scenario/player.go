@@ -128,27 +128,22 @@ func (p *Player) play(steps []Step) ([]Step, error) {
 		var err error
 		switch {
 		case s.Comment != nil, s.Scenario != nil:
-		case s.Host != nil:
+		case s.Host != nil, s.HostRaw != nil:
+			text := []byte(s.Host)
+			if s.HostRaw != nil {
+				text = []byte(*s.HostRaw)
+			}
 			var line []byte
-			if line, err = Substitute(s.Host, p.Vars); err == nil {
+			if line, err = Substitute(text, p.Vars); err == nil {
 				err = p.send(line)
 			}
 			if err == nil && p.Update {
-				out = append(out, s)
-				i, err = p.update(steps, i, &out, RequestID(line))
-				if err != nil {
-					return fail(err)
+				var requestID json.RawMessage // a raw line waits for no reply, whatever it holds
+				if s.HostRaw == nil {
+					requestID = RequestID(line)
 				}
-				continue
-			}
-		case s.HostRaw != nil:
-			var line []byte
-			if line, err = Substitute([]byte(*s.HostRaw), p.Vars); err == nil {
-				err = p.send(line)
-			}
-			if err == nil && p.Update {
 				out = append(out, s)
-				i, err = p.update(steps, i, &out, nil)
+				i, err = p.update(steps, i, &out, requestID)
 				if err != nil {
 					return fail(err)
 				}
