@@ -286,9 +286,10 @@ func TestHostDirIsPerSideAndNormalised(t *testing.T) {
 	r := newReplacer(map[string]string{"HOST_DIR": a})
 	assert.Equal(t, "${HOST_DIR}/x", r.string(a+"/x"))
 	require.NoError(t, os.MkdirAll(filepath.Join(a, "s t"), 0o755))
-	dir, err := scenario.SubstituteText("${HOST_DIR}/${SUB}", scenario.Vars{"HOST_DIR": scenario.StringVar(a), "SUB": scenario.StringVar("s t")})
+	st := &Step{Files: "${HOST_DIR}/${SUB}"}
+	line, err := filesStepLine(st, scenario.Vars{"HOST_DIR": scenario.StringVar(a), "SUB": scenario.StringVar("s t")})
 	require.NoError(t, err)
-	out, err := finish(&Step{Files: "${HOST_DIR}/${SUB}"}, [][]byte{filesLine(dir)}, -1, scenario.Vars{}, r)
+	out, err := finish(st, [][]byte{line}, -1, scenario.Vars{}, r)
 	require.NoError(t, err)
 	assert.Empty(t, diffOutputs([]any{decode(t, `{"files":[{"path":".","type":"dir","mode":"0755"}]}`)}, out.Lines))
 }

@@ -110,11 +110,7 @@ func Play(ctx context.Context, sc *Scenario, cmd Command, opts Options, side str
 			if st.Sandboxes {
 				return env.sandboxesLine()
 			}
-			dir, err := scenario.SubstituteText(st.Files, tvars)
-			if err != nil {
-				return nil, err
-			}
-			return filesLine(dir), nil
+			return filesStepLine(st, tvars)
 		},
 		Collect: func(i int, lines [][]byte, reply int) error {
 			if i < first {
@@ -133,6 +129,16 @@ func Play(ctx context.Context, sc *Scenario, cmd Command, opts Options, side str
 		return outputs, err
 	}
 	return outputs, nil
+}
+
+// filesStepLine lists the folder a files step names, its variables
+// substituted.
+func filesStepLine(st *Step, vars scenario.Vars) ([]byte, error) {
+	dir, err := scenario.SubstituteText(st.Files, vars)
+	if err != nil {
+		return nil, err
+	}
+	return filesLine(dir), nil
 }
 
 // finish captures from the reply, then normalises the lines.

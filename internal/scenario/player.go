@@ -58,7 +58,6 @@ type Player struct {
 	// Inspect makes the line of a sandboxes or files step (collect mode).
 	Inspect func(s *Step) ([]byte, error)
 
-	w        Worker
 	pushback []byte // a line read ahead and not yet consumed
 }
 
@@ -91,14 +90,13 @@ func (p *Player) defaults() {
 // failure the worker is killed.
 func (p *Player) Play(steps []Step) ([]Step, error) {
 	p.defaults()
-	p.w = p.Worker
 	out, err := p.play(steps)
 	if err != nil && p.Collect == nil {
-		_ = p.w.CloseStdin()
-		_ = p.w.Signal(syscall.SIGKILL)
+		_ = p.Worker.CloseStdin()
+		_ = p.Worker.Signal(syscall.SIGKILL)
 		ctx, cancel := context.WithTimeout(context.Background(), p.Timeout)
 		defer cancel()
-		_, _ = p.w.Wait(ctx)
+		_, _ = p.Worker.Wait(ctx)
 		return nil, err
 	}
 	return out, err
@@ -128,27 +126,22 @@ func (p *Player) play(steps []Step) ([]Step, error) {
 		var err error
 		switch {
 		case s.Comment != nil, s.Scenario != nil:
-		case s.Host != nil:
+		case s.Host != nil, s.HostRaw != nil:
+			text := []byte(s.Host)
+			if s.HostRaw != nil {
+				text = []byte(*s.HostRaw)
+			}
 			var line []byte
-			if line, err = Substitute(s.Host, p.Vars); err == nil {
+			if line, err = Substitute(text, p.Vars); err == nil {
 				err = p.send(line)
 			}
 			if err == nil && p.Update {
-				out = append(out, s)
-				i, err = p.update(steps, i, &out, RequestID(line))
-				if err != nil {
-					return fail(err)
+				var requestID json.RawMessage // a raw line waits for no reply, whatever it holds
+				if s.HostRaw == nil {
+					requestID = RequestID(line)
 				}
-				continue
-			}
-		case s.HostRaw != nil:
-			var line []byte
-			if line, err = Substitute([]byte(*s.HostRaw), p.Vars); err == nil {
-				err = p.send(line)
-			}
-			if err == nil && p.Update {
 				out = append(out, s)
-				i, err = p.update(steps, i, &out, nil)
+				i, err = p.update(steps, i, &out, requestID)
 				if err != nil {
 					return fail(err)
 				}
@@ -164,11 +157,11 @@ func (p *Player) play(steps []Step) ([]Step, error) {
 		case s.ExecuteLog != nil:
 			err = p.matchExecuteLog(s.ExecuteLog)
 		case s.CloseStdin:
-			err = p.w.CloseStdin()
+			err = p.Worker.CloseStdin()
 		case s.Signal != "":
 			var sig os.Signal
 			if sig, err = parseSignal(s.Signal); err == nil {
-				err = p.w.Signal(sig)
+				err = p.Worker.Signal(sig)
 			}
 		case s.Exit != nil:
 			err = p.expectExit(*s.Exit)
@@ -193,7 +186,7 @@ func (p *Player) play(steps []Step) ([]Step, error) {
 		if err := p.expectSilence(); err != nil {
 			return nil, err
 		}
-		_ = p.w.CloseStdin()
+		_ = p.Worker.CloseStdin()
 		if err := p.expectExit(0); err != nil {
 			return nil, err
 		}
@@ -260,14 +253,14 @@ func (p *Player) collect(s *Step) ([][]byte, int, error) {
 		line, err := p.Inspect(s)
 		return [][]byte{line}, -1, err
 	case s.CloseStdin:
-		_ = p.w.CloseStdin()
+		_ = p.Worker.CloseStdin()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		lines, _ := p.readUntil(ctx, func([]byte) bool { return false })
 		if ctx.Err() != nil {
-			_ = p.w.Signal(syscall.SIGKILL)
+			_ = p.Worker.Signal(syscall.SIGKILL)
 		}
-		code, err := p.w.Wait(context.Background())
+		code, err := p.Worker.Wait(context.Background())
 		if err != nil {
 			return nil, -1, err
 		}
@@ -374,7 +367,7 @@ func (p *Player) send(line []byte) error {
 	if p.Observe != nil {
 		p.Observe(true, line)
 	}
-	if err := p.w.WriteLine(line); err != nil {
+	if err := p.Worker.WriteLine(line); err != nil {
 		return fmt.Errorf("write to worker: %w", err)
 	}
 	return nil
@@ -393,7 +386,7 @@ func (p *Player) read(ctx context.Context) ([]byte, error) {
 		p.pushback = nil
 		return line, nil
 	}
-	line, err := p.w.ReadLine(ctx)
+	line, err := p.Worker.ReadLine(ctx)
 	if err != nil && len(line) == 0 { // output that ends inside a line still gives that line
 		if ctx.Err() != nil {
 			return nil, errTimeout
@@ -627,7 +620,7 @@ func (p *Player) expectExit(want int) error {
 	case !errors.Is(err, io.EOF):
 		return err
 	}
-	code, err := p.w.Wait(ctx)
+	code, err := p.Worker.Wait(ctx)
 	if err != nil {
 		return fmt.Errorf("wait for worker: %w", err)
 	}

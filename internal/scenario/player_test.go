@@ -19,8 +19,8 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Every goroutine a Player starts (its stdout reader, the drain after a
-// failure) must be gone when Play returns.
+// Every goroutine a test starts (the echo worker's, which the player
+// drives) must be gone when it ends.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }

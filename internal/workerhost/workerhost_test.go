@@ -112,15 +112,20 @@ func startFake(t *testing.T) *Process {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	env := []string{fakeWorkerEnv, "EXTRA=1"}
+	p, err := Start(t.Context(), Command{Path: exe, Env: fakeEnv(t, "EXTRA=1")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// fakeEnv is the fake worker's environment, with extra.
+func fakeEnv(t *testing.T, extra ...string) []string {
+	env := append([]string{fakeWorkerEnv}, extra...)
 	if testing.CoverMode() != "" {
 		// A cover build run as the fake warns on stderr without a folder.
 		env = append(env, coverDirVar+t.TempDir())
 	}
-	p, err := Start(t.Context(), Command{Path: exe, Env: env})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	return p
+	return env
 }
 
 func TestRawLinesComeInOrderAndEndWithEOF(t *testing.T) {
@@ -207,12 +212,8 @@ func TestExitCodesSignalsAndStderr(t *testing.T) {
 func TestStderrIsCopiedAsItIsWritten(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	env := []string{fakeWorkerEnv}
-	if testing.CoverMode() != "" {
-		env = append(env, coverDirVar+t.TempDir())
-	}
 	live := &syncBuffer{}
-	p, err := Start(t.Context(), Command{Path: exe, Env: env, Stderr: live})
+	p, err := Start(t.Context(), Command{Path: exe, Env: fakeEnv(t), Stderr: live})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	c := NewConn(p, p.Stdout(), Options{})
