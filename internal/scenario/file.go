@@ -254,6 +254,13 @@ func rawJSON(value string) (json.RawMessage, error) {
 		var v any
 		return nil, json.Unmarshal([]byte(value), &v)
 	}
+	if strings.Contains(value, "\n") {
+		// A value written over several lines is still one message a line
+		// on the wire: its line breaks are JSON white space.
+		var c bytes.Buffer
+		_ = json.Compact(&c, []byte(value)) // valid, checked above
+		return c.Bytes(), nil
+	}
 	return json.RawMessage(value), nil
 }
 

@@ -162,6 +162,16 @@ func TestParseAndWriteRoundTrip(t *testing.T) {
 // argument), the environment's key too, and URLs lose their user info,
 // query values and fragment (config.apiUrl and the normalizedConfig the
 // worker echoes).
+// A host message written over several lines is sent as one line; one on a
+// single line keeps its bytes (a transcript may test the worker's framing).
+func TestHostValueOverSeveralLinesIsOneLine(t *testing.T) {
+	steps, err := Parse(strings.NewReader("host {\"jsonrpc\":\"2.0\",\"id\":1,\n  \"method\":\"health\"}\nhost {\"id\": 2}\n"))
+	require.NoError(t, err)
+	require.Len(t, steps, 2)
+	assert.Equal(t, `{"jsonrpc":"2.0","id":1,"method":"health"}`, string(steps[0].Host))
+	assert.Equal(t, `{"id": 2}`, string(steps[1].Host))
+}
+
 func TestRecordingHoldsNoSecret(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rec.scenario")
